@@ -1,0 +1,231 @@
+"""Building blocks of the RemBERT network: every parameter has logical axes.
+
+Parameters are created with `flax.linen.partitioning.param_with_axes`, which
+stores the logical axis names next to the parameters (in the `params_axes`
+collection) where T5X's partitioner and our local runner read them.
+
+Numerics follow BERT / Hugging Face RemBERT: LayerNorm with a learned scale and
+bias computed in float32, exact (erf) GELU, softmax in float32.
+"""
+
+from typing import Any, Callable, Sequence, Union
+
+import flax.linen as nn
+from flax.linen import partitioning as nn_partitioning
+import jax
+import jax.numpy as jnp
+
+from rembert_t5x import partitioning as axes
+
+Array = jax.Array
+DType = Any
+Initializer = Callable[..., Array]
+
+param_with_axes = nn_partitioning.param_with_axes
+with_sharding_constraint = nn_partitioning.with_sharding_constraint
+
+# BERT's initialiser: truncated normal with standard deviation 0.02.
+default_kernel_init = nn.initializers.truncated_normal(stddev=0.02)
+
+
+def gelu(x: Array) -> Array:
+  """Exact GELU, x * Phi(x), as BERT and HF's "gelu" (not the tanh form)."""
+  return jax.nn.gelu(x, approximate=False)
+
+
+class DenseGeneral(nn.Module):
+  """A dense layer over the last `len(in_axes)` input dims, with a bias.
+
+  Attributes:
+    features: output feature shape, e.g. `768` or `(num_heads, head_dim)`.
+    kernel_axes: logical names of the kernel dims, inputs first then outputs.
+    num_contract: how many trailing input dims are contracted.
+    dtype: computation dtype.
+    param_dtype: parameter dtype.
+  """
+
+  features: Union[int, Sequence[int]]
+  kernel_axes: Sequence[str]
+  num_contract: int = 1
+  dtype: DType = jnp.float32
+  param_dtype: DType = jnp.float32
+  kernel_init: Initializer = default_kernel_init
+
+  @nn.compact
+  def __call__(self, x: Array) -> Array:
+    features = (
+        (self.features,) if isinstance(self.features, int) else tuple(self.features)
+    )
+    in_shape = x.shape[x.ndim - self.num_contract:]
+    if len(self.kernel_axes) != len(in_shape) + len(features):
+      raise ValueError(
+          f"{self.name}: kernel_axes {tuple(self.kernel_axes)} do not match "
+          f"kernel shape {in_shape + features}"
+      )
+    kernel = param_with_axes(
+        "kernel",
+        self.kernel_init,
+        in_shape + features,
+        self.param_dtype,
+        axes=tuple(self.kernel_axes),
+    )
+    bias = param_with_axes(
+        "bias",
+        nn.initializers.zeros,
+        features,
+        self.param_dtype,
+        axes=tuple(self.kernel_axes[len(in_shape):]),
+    )
+    x = jnp.asarray(x, self.dtype)
+    kernel = jnp.asarray(kernel, self.dtype)
+    contract = tuple(range(x.ndim - self.num_contract, x.ndim))
+    # [..., *in_shape] x [*in_shape, *features] -> [..., *features]
+    y = jax.lax.dot_general(
+        x, kernel, ((contract, tuple(range(self.num_contract))), ((), ()))
+    )
+    return y + jnp.asarray(bias, self.dtype)
+
+
+class Embed(nn.Module):
+  """A lookup table `[num_embeddings, features]` with logical axes.
+
+  `attend` multiplies by the transposed table: the tied decoder of the
+  coupled (mBERT-style) model.
+  """
+
+  num_embeddings: int
+  features: int
+  embedding_axes: Sequence[str]
+  dtype: DType = jnp.float32
+  param_dtype: DType = jnp.float32
+  embedding_init: Initializer = default_kernel_init
+
+  def setup(self):
+    self.embedding = param_with_axes(
+        "embedding",
+        self.embedding_init,
+        (self.num_embeddings, self.features),
+        self.param_dtype,
+        axes=tuple(self.embedding_axes),
+    )
+
+  def __call__(self, ids: Array) -> Array:
+    # [batch, length] -> [batch, length, features]
+    return jnp.take(jnp.asarray(self.embedding, self.dtype), ids, axis=0)
+
+  def attend(self, x: Array) -> Array:
+    # [..., features] -> [..., num_embeddings]
+    return jnp.einsum(
+        "...f,vf->...v", jnp.asarray(x, self.dtype),
+        jnp.asarray(self.embedding, self.dtype))
+
+
+class LayerNorm(nn.Module):
+  """LayerNorm with scale and bias over the last dim, computed in float32."""
+
+  axis_name: str
+  epsilon: float = 1e-12
+  dtype: DType = jnp.float32
+  param_dtype: DType = jnp.float32
+
+  @nn.compact
+  def __call__(self, x: Array) -> Array:
+    features = x.shape[-1]
+    scale = param_with_axes(
+        "scale", nn.initializers.ones, (features,), self.param_dtype,
+        axes=(self.axis_name,))
+    bias = param_with_axes(
+        "bias", nn.initializers.zeros, (features,), self.param_dtype,
+        axes=(self.axis_name,))
+    x32 = jnp.asarray(x, jnp.float32)
+    mean = jnp.mean(x32, axis=-1, keepdims=True)
+    var = jnp.mean(jnp.square(x32 - mean), axis=-1, keepdims=True)
+    y = (x32 - mean) * jax.lax.rsqrt(var + self.epsilon)
+    y = y * jnp.asarray(scale, jnp.float32) + jnp.asarray(bias, jnp.float32)
+    return jnp.asarray(y, self.dtype)
+
+
+def make_attention_mask(segment_ids: Array) -> Array:
+  """Boolean mask allowing attention within a segment, never to padding.
+
+  Args:
+    segment_ids: `[batch, length]`, 0 for padding, 1.. for the packed segments.
+
+  Returns:
+    `[batch, 1, length, length]` boolean mask (query, key).
+  """
+  same = segment_ids[:, :, None] == segment_ids[:, None, :]
+  not_pad = (segment_ids != 0)[:, None, :]
+  return (same & not_pad)[:, None, :, :]
+
+
+class MultiHeadSelfAttention(nn.Module):
+  """Bidirectional multi-head self-attention with q/k/v/out biases."""
+
+  num_heads: int
+  head_dim: int
+  dropout_rate: float = 0.0
+  dtype: DType = jnp.float32
+  param_dtype: DType = jnp.float32
+
+  @nn.compact
+  def __call__(self, x: Array, mask: Array, enable_dropout: bool) -> Array:
+    dense = lambda name: DenseGeneral(  # pylint: disable=g-long-lambda
+        (self.num_heads, self.head_dim),
+        kernel_axes=(axes.EMBED, axes.HEADS, axes.KV),
+        dtype=self.dtype, param_dtype=self.param_dtype, name=name)
+    # [batch, length, emb_dim] -> [batch, length, num_heads, head_dim]
+    query = dense("query")(x)
+    key = dense("key")(x)
+    value = dense("value")(x)
+    query = with_sharding_constraint(
+        query, (axes.BATCH, axes.LENGTH, axes.HEADS, axes.KV))
+    key = with_sharding_constraint(
+        key, (axes.BATCH, axes.LENGTH, axes.HEADS, axes.KV))
+    value = with_sharding_constraint(
+        value, (axes.BATCH, axes.LENGTH, axes.HEADS, axes.KV))
+
+    # [batch, q_len, heads, head_dim] x [batch, k_len, heads, head_dim]
+    #   -> [batch, heads, q_len, k_len]
+    logits = jnp.einsum("bqhd,bkhd->bhqk", query, key)
+    logits = jnp.asarray(logits, jnp.float32) / jnp.sqrt(
+        jnp.float32(self.head_dim))
+    big_neg = jnp.finfo(jnp.float32).min
+    logits = jnp.where(mask, logits, big_neg)
+    probs = jax.nn.softmax(logits, axis=-1)
+    probs = nn.Dropout(self.dropout_rate, name="attention_dropout")(
+        probs, deterministic=not enable_dropout)
+    probs = jnp.asarray(probs, self.dtype)
+
+    # [batch, heads, q_len, k_len] x [batch, k_len, heads, head_dim]
+    #   -> [batch, q_len, heads, head_dim]
+    context = jnp.einsum("bhqk,bkhd->bqhd", probs, value)
+    # [batch, length, num_heads, head_dim] -> [batch, length, emb_dim]
+    out = DenseGeneral(
+        x.shape[-1],
+        kernel_axes=(axes.HEADS, axes.KV, axes.EMBED),
+        num_contract=2,
+        dtype=self.dtype, param_dtype=self.param_dtype, name="out")(context)
+    return out
+
+
+class MlpBlock(nn.Module):
+  """H -> mlp_dim -> H with exact GELU and biases."""
+
+  mlp_dim: int
+  dtype: DType = jnp.float32
+  param_dtype: DType = jnp.float32
+
+  @nn.compact
+  def __call__(self, x: Array) -> Array:
+    emb_dim = x.shape[-1]
+    # [batch, length, emb_dim] -> [batch, length, mlp_dim]
+    h = DenseGeneral(self.mlp_dim, kernel_axes=(axes.EMBED, axes.MLP),
+                     dtype=self.dtype, param_dtype=self.param_dtype,
+                     name="wi")(x)
+    h = gelu(h)
+    h = with_sharding_constraint(h, (axes.BATCH, axes.LENGTH, axes.MLP))
+    # [batch, length, mlp_dim] -> [batch, length, emb_dim]
+    return DenseGeneral(emb_dim, kernel_axes=(axes.MLP, axes.EMBED),
+                        dtype=self.dtype, param_dtype=self.param_dtype,
+                        name="wo")(h)

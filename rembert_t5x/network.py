@@ -1,0 +1,408 @@
+"""The RemBERT network (Chung et al., ICLR 2021) in plain Flax.
+
+RemBERT is BERT with the input and output embeddings *decoupled*:
+
+  tokens -> word/position/token-type embeddings of width E_in (small)
+         -> LayerNorm -> dense E_in -> H (only when E_in != H)
+         -> L post-LayerNorm Transformer layers of width H
+         -> MLM head: dense H -> E_out, GELU, LayerNorm, decoder E_out -> vocab
+            (the "output embedding"; not tied, dropped after pre-training).
+
+The coupled baseline (mBERT) ties the decoder to the word embeddings
+(`tie_embeddings=True`, which needs E_in == E_out).
+
+Parameter names follow the public RemBERT / Hugging Face layout one to one so
+checkpoints convert with an explicit map (`checkpoint_conversion.py`). This
+file imports nothing from t5x; `models.py` adapts it to T5X's model API.
+"""
+
+import dataclasses
+from typing import Any, Optional
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from rembert_t5x import layers
+from rembert_t5x import partitioning as axes
+
+Array = jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class RemBertConfig:
+  """Sizes and options of a RemBERT-family network.
+
+  The defaults are RemBERT's (paper §5, Table 14). `gin_configs/models/` holds
+  every configuration from the paper.
+
+  Attributes:
+    vocab_size: number of tokens.
+    input_embed_dim: E_in, width of the input embeddings.
+    emb_dim: H, the Transformer's hidden width.
+    output_embed_dim: E_out, width of the MLM head's output embedding.
+    num_layers: Transformer layers kept for fine-tuning.
+    num_pretraining_only_layers: extra layers on top of `num_layers` used in
+      pre-training only and dropped afterwards (paper Table 5).
+    num_heads: attention heads; `num_heads * head_dim` must equal `emb_dim`.
+    head_dim: width of one head.
+    mlp_dim: inner width of the feed-forward block.
+    max_position_embeddings: rows of the absolute position table.
+    type_vocab_size: number of token types (segment A / B).
+    tie_embeddings: coupled mode (mBERT): the MLM decoder reuses the word
+      embedding matrix. Needs `input_embed_dim == output_embed_dim`.
+    dropout_rate: hidden and attention dropout. The paper uses none.
+    classifier_dropout_rate: dropout before the task heads (BERT's 0.1).
+    layer_norm_epsilon: LayerNorm epsilon (1e-12 as BERT).
+    pad_id: padding token id; used to derive a padding mask when no
+      segment ids are given.
+    dtype: computation dtype ("float32" or "bfloat16").
+    param_dtype: parameter dtype.
+  """
+
+  vocab_size: int = 250_300
+  input_embed_dim: int = 256
+  emb_dim: int = 1152
+  output_embed_dim: int = 1664
+  num_layers: int = 32
+  num_pretraining_only_layers: int = 0
+  num_heads: int = 18
+  head_dim: int = 64
+  mlp_dim: int = 4608
+  max_position_embeddings: int = 512
+  type_vocab_size: int = 2
+  tie_embeddings: bool = False
+  dropout_rate: float = 0.0
+  classifier_dropout_rate: float = 0.1
+  layer_norm_epsilon: float = 1e-12
+  pad_id: int = 0
+  dtype: Any = "float32"
+  param_dtype: Any = "float32"
+
+  def __post_init__(self):
+    positive = ("vocab_size", "input_embed_dim", "emb_dim", "output_embed_dim",
+                "num_layers", "num_heads", "head_dim", "mlp_dim",
+                "max_position_embeddings", "type_vocab_size")
+    for name in positive:
+      value = getattr(self, name)
+      if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ValueError(
+            f"RemBertConfig.{name} must be a positive integer, got {value!r}")
+    if self.num_pretraining_only_layers < 0:
+      raise ValueError(
+          "RemBertConfig.num_pretraining_only_layers must be >= 0, got "
+          f"{self.num_pretraining_only_layers}")
+    if self.num_heads * self.head_dim != self.emb_dim:
+      raise ValueError(
+          f"RemBertConfig: num_heads * head_dim = {self.num_heads} * "
+          f"{self.head_dim} = {self.num_heads * self.head_dim} must equal "
+          f"emb_dim (H) = {self.emb_dim}")
+    if self.tie_embeddings and self.input_embed_dim != self.output_embed_dim:
+      raise ValueError(
+          "RemBertConfig.tie_embeddings=True (coupled mode) needs "
+          f"input_embed_dim == output_embed_dim, got {self.input_embed_dim} "
+          f"and {self.output_embed_dim}")
+    for name in ("dropout_rate", "classifier_dropout_rate"):
+      if not 0.0 <= getattr(self, name) < 1.0:
+        raise ValueError(
+            f"RemBertConfig.{name} must be in [0, 1), got {getattr(self, name)}")
+    for name in ("dtype", "param_dtype"):
+      try:
+        jnp.dtype(getattr(self, name))
+      except TypeError as e:
+        raise ValueError(
+            f"RemBertConfig.{name}: unknown dtype {getattr(self, name)!r}") from e
+
+  @property
+  def compute_dtype(self):
+    return jnp.dtype(self.dtype)
+
+  @property
+  def weight_dtype(self):
+    return jnp.dtype(self.param_dtype)
+
+  @property
+  def num_pretraining_layers(self) -> int:
+    return self.num_layers + self.num_pretraining_only_layers
+
+
+def _dense(config: RemBertConfig, features, kernel_axes, name=None):
+  return layers.DenseGeneral(
+      features, kernel_axes=kernel_axes, dtype=config.compute_dtype,
+      param_dtype=config.weight_dtype, name=name)
+
+
+def _layer_norm(config: RemBertConfig, axis_name: str, name=None):
+  return layers.LayerNorm(
+      axis_name=axis_name, epsilon=config.layer_norm_epsilon,
+      dtype=config.compute_dtype, param_dtype=config.weight_dtype, name=name)
+
+
+class Embeddings(nn.Module):
+  """Word + position + token-type embeddings of width E_in, then LayerNorm."""
+
+  config: RemBertConfig
+
+  def setup(self):
+    cfg = self.config
+    # Submodules created in setup take their names from the attributes.
+    embed = lambda n, axes_: layers.Embed(  # pylint: disable=g-long-lambda
+        n, cfg.input_embed_dim, embedding_axes=axes_,
+        dtype=cfg.compute_dtype, param_dtype=cfg.weight_dtype)
+    self.word_embeddings = embed(
+        cfg.vocab_size, (axes.VOCAB, axes.INPUT_EMBED))
+    self.position_embeddings = embed(
+        cfg.max_position_embeddings, (axes.POSITIONS, axes.INPUT_EMBED))
+    self.token_type_embeddings = embed(
+        cfg.type_vocab_size, (axes.TOKEN_TYPES, axes.INPUT_EMBED))
+    self.layer_norm = _layer_norm(cfg, axes.INPUT_EMBED)
+    self.dropout = nn.Dropout(cfg.dropout_rate)
+
+  def __call__(self, input_tokens, token_types, positions, enable_dropout):
+    # 3 x [batch, length] -> [batch, length, input_embed_dim]
+    x = (self.word_embeddings(input_tokens)
+         + self.token_type_embeddings(token_types)
+         + self.position_embeddings(positions))
+    x = self.layer_norm(x)
+    return self.dropout(x, deterministic=not enable_dropout)
+
+  def attend(self, x: Array) -> Array:
+    # [..., input_embed_dim] -> [..., vocab_size]
+    return self.word_embeddings.attend(x)
+
+
+class EncoderLayer(nn.Module):
+  """Post-LayerNorm Transformer layer: x = LN(x + Attn(x)); x = LN(x + MLP(x))."""
+
+  config: RemBertConfig
+
+  @nn.compact
+  def __call__(self, x: Array, mask: Array, enable_dropout: bool) -> Array:
+    cfg = self.config
+    dropout = nn.Dropout(cfg.dropout_rate)
+    # [batch, length, emb_dim] -> [batch, length, emb_dim]
+    y = layers.MultiHeadSelfAttention(
+        num_heads=cfg.num_heads, head_dim=cfg.head_dim,
+        dropout_rate=cfg.dropout_rate, dtype=cfg.compute_dtype,
+        param_dtype=cfg.weight_dtype, name="attention")(x, mask, enable_dropout)
+    y = dropout(y, deterministic=not enable_dropout)
+    x = _layer_norm(cfg, axes.EMBED, "attention_layer_norm")(x + y)
+    # [batch, length, emb_dim] -> [batch, length, emb_dim]
+    y = layers.MlpBlock(cfg.mlp_dim, dtype=cfg.compute_dtype,
+                        param_dtype=cfg.weight_dtype, name="mlp")(x)
+    y = dropout(y, deterministic=not enable_dropout)
+    x = _layer_norm(cfg, axes.EMBED, "mlp_layer_norm")(x + y)
+    return layers.with_sharding_constraint(
+        x, (axes.BATCH, axes.LENGTH, axes.EMBED))
+
+
+class RemBertEncoder(nn.Module):
+  """Embeddings, the E_in -> H projection and the Transformer layers.
+
+  This is the part of the model that fine-tuning keeps.
+
+  Attributes:
+    config: network sizes.
+    include_pretraining_only_layers: also run the
+      `num_pretraining_only_layers` layers on top (pre-training only).
+  """
+
+  config: RemBertConfig
+  include_pretraining_only_layers: bool = False
+
+  def setup(self):
+    cfg = self.config
+    self.embeddings = Embeddings(cfg)
+    if cfg.input_embed_dim != cfg.emb_dim:
+      self.embedding_projection = _dense(
+          cfg, cfg.emb_dim, (axes.INPUT_EMBED, axes.EMBED))
+    else:
+      self.embedding_projection = None
+    num_layers = (cfg.num_pretraining_layers
+                  if self.include_pretraining_only_layers else cfg.num_layers)
+    # A list attribute names its items layers_0, layers_1, ...
+    self.layers = [EncoderLayer(cfg) for _ in range(num_layers)]
+
+  def __call__(
+      self,
+      input_tokens: Array,
+      token_types: Optional[Array] = None,
+      segment_ids: Optional[Array] = None,
+      positions: Optional[Array] = None,
+      *,
+      enable_dropout: bool = False,
+  ) -> Array:
+    """Encodes `[batch, length]` token ids into `[batch, length, emb_dim]`.
+
+    Args:
+      input_tokens: `[batch, length]` int token ids.
+      token_types: `[batch, length]` token-type (segment A/B) ids; zeros if None.
+      segment_ids: `[batch, length]` packing segment ids, 0 for padding;
+        tokens attend only within their segment. If None, every non-pad token
+        is in segment 1.
+      positions: `[batch, length]` position ids (restarting per packed
+        segment); `0..length-1` if None.
+      enable_dropout: apply dropout (training).
+
+    Returns:
+      `[batch, length, emb_dim]` hidden states of the last layer.
+    """
+    cfg = self.config
+    if token_types is None:
+      token_types = jnp.zeros_like(input_tokens)
+    if segment_ids is None:
+      segment_ids = (input_tokens != cfg.pad_id).astype(jnp.int32)
+    if positions is None:
+      positions = jnp.broadcast_to(
+          jnp.arange(input_tokens.shape[-1], dtype=jnp.int32),
+          input_tokens.shape)
+    # [batch, length] -> [batch, length, input_embed_dim]
+    x = self.embeddings(input_tokens, token_types, positions, enable_dropout)
+    x = layers.with_sharding_constraint(
+        x, (axes.BATCH, axes.LENGTH, axes.INPUT_EMBED))
+    if self.embedding_projection is not None:
+      # [batch, length, input_embed_dim] -> [batch, length, emb_dim]
+      x = self.embedding_projection(x)
+    mask = layers.make_attention_mask(segment_ids)  # [batch, 1, len, len]
+    for layer in self.layers:
+      x = layer(x, mask, enable_dropout)
+    return x
+
+  def attend(self, x: Array) -> Array:
+    """Tied decoder: `[..., input_embed_dim]` -> `[..., vocab_size]`."""
+    return self.embeddings.attend(x)
+
+
+class MlmHead(nn.Module):
+  """The output embedding: dense H -> E_out, GELU, LayerNorm, decoder -> vocab.
+
+  In coupled mode the decoder is the transposed word-embedding matrix (passed
+  in as `tied_decoder`) plus a bias of its own.
+  """
+
+  config: RemBertConfig
+
+  @nn.compact
+  def __call__(self, x: Array, tied_decoder=None) -> Array:
+    cfg = self.config
+    # [..., emb_dim] -> [..., output_embed_dim]
+    x = _dense(cfg, cfg.output_embed_dim, (axes.EMBED, axes.OUTPUT_EMBED),
+               "dense")(x)
+    x = layers.gelu(x)
+    x = _layer_norm(cfg, axes.OUTPUT_EMBED, "layer_norm")(x)
+    if cfg.tie_embeddings:
+      bias = layers.param_with_axes(
+          "decoder_bias", nn.initializers.zeros, (cfg.vocab_size,),
+          cfg.weight_dtype, axes=(axes.VOCAB,))
+      # [..., output_embed_dim] -> [..., vocab_size]
+      logits = tied_decoder(x) + jnp.asarray(bias, cfg.compute_dtype)
+    else:
+      # [..., output_embed_dim] -> [..., vocab_size]
+      logits = _dense(cfg, cfg.vocab_size, (axes.OUTPUT_EMBED, axes.VOCAB),
+                      "decoder")(x)
+    return logits
+
+
+class RemBertForMaskedLM(nn.Module):
+  """Pre-training network: encoder (with pre-training-only layers) + MLM head."""
+
+  config: RemBertConfig
+
+  def setup(self):
+    self.encoder = RemBertEncoder(
+        self.config, include_pretraining_only_layers=True)
+    self.mlm_head = MlmHead(self.config)
+
+  def __call__(
+      self,
+      input_tokens: Array,
+      token_types: Optional[Array] = None,
+      segment_ids: Optional[Array] = None,
+      positions: Optional[Array] = None,
+      masked_positions: Optional[Array] = None,
+      *,
+      enable_dropout: bool = False,
+  ) -> Array:
+    """Returns MLM logits.
+
+    Args:
+      input_tokens, token_types, segment_ids, positions: see `RemBertEncoder`.
+      masked_positions: optional `[batch, num_predictions]` indices; if given,
+        the head runs only at those positions (the loss needs no others), as
+        the original BERT pre-training code does.
+      enable_dropout: apply dropout.
+
+    Returns:
+      `[batch, length, vocab_size]` logits, or `[batch, num_predictions,
+      vocab_size]` when `masked_positions` is given.
+    """
+    x = self.encoder(input_tokens, token_types, segment_ids, positions,
+                     enable_dropout=enable_dropout)
+    if masked_positions is not None:
+      # [batch, length, emb_dim] -> [batch, num_predictions, emb_dim]
+      x = jnp.take_along_axis(x, masked_positions[..., None], axis=1)
+    tied = self.encoder.attend if self.config.tie_embeddings else None
+    logits = self.mlm_head(x, tied_decoder=tied)
+    return layers.with_sharding_constraint(
+        logits, (axes.BATCH, axes.LENGTH, axes.VOCAB))
+
+
+class RemBertForSequenceClassification(nn.Module):
+  """Pair/sentence classification: pooler ([CLS]) -> dropout -> dense."""
+
+  config: RemBertConfig
+  num_classes: int
+
+  @nn.compact
+  def __call__(self, input_tokens, token_types=None, segment_ids=None,
+               positions=None, *, enable_dropout: bool = False) -> Array:
+    cfg = self.config
+    x = RemBertEncoder(cfg, name="encoder")(
+        input_tokens, token_types, segment_ids, positions,
+        enable_dropout=enable_dropout)
+    # [batch, length, emb_dim] -> [batch, emb_dim]
+    pooled = jnp.tanh(_dense(cfg, cfg.emb_dim, (axes.EMBED, axes.MLP),
+                             "pooler")(x[:, 0]))
+    pooled = nn.Dropout(cfg.classifier_dropout_rate)(
+        pooled, deterministic=not enable_dropout)
+    # [batch, emb_dim] -> [batch, num_classes]
+    return _dense(cfg, self.num_classes, (axes.MLP, axes.CLASSES),
+                  "classifier")(pooled)
+
+
+class RemBertForTokenClassification(nn.Module):
+  """Token tagging (NER, POS): dropout -> dense on every token."""
+
+  config: RemBertConfig
+  num_classes: int
+
+  @nn.compact
+  def __call__(self, input_tokens, token_types=None, segment_ids=None,
+               positions=None, *, enable_dropout: bool = False) -> Array:
+    cfg = self.config
+    x = RemBertEncoder(cfg, name="encoder")(
+        input_tokens, token_types, segment_ids, positions,
+        enable_dropout=enable_dropout)
+    x = nn.Dropout(cfg.classifier_dropout_rate)(
+        x, deterministic=not enable_dropout)
+    # [batch, length, emb_dim] -> [batch, length, num_classes]
+    return _dense(cfg, self.num_classes, (axes.EMBED, axes.CLASSES),
+                  "classifier")(x)
+
+
+class RemBertForQuestionAnswering(nn.Module):
+  """Extractive QA: dense H -> 2 giving start and end logits per token."""
+
+  config: RemBertConfig
+
+  @nn.compact
+  def __call__(self, input_tokens, token_types=None, segment_ids=None,
+               positions=None, *, enable_dropout: bool = False):
+    cfg = self.config
+    x = RemBertEncoder(cfg, name="encoder")(
+        input_tokens, token_types, segment_ids, positions,
+        enable_dropout=enable_dropout)
+    # [batch, length, emb_dim] -> [batch, length, 2]
+    logits = _dense(cfg, 2, (axes.EMBED, axes.CLASSES), "qa_outputs")(x)
+    # -> 2 x [batch, length]
+    return logits[..., 0], logits[..., 1]
