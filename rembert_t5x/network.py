@@ -80,6 +80,12 @@ class RemBertConfig:
   param_dtype: Any = "float32"
 
   def __post_init__(self):
+    for field in dataclasses.fields(self):
+      # gin's REQUIRED sentinel is a bare `object()`: a size macro was not set.
+      if type(getattr(self, field.name)) is object:  # pylint: disable=unidiomatic-typecheck
+        raise ValueError(
+            f"RemBertConfig.{field.name} is required but was not set (its gin "
+            f"macro, e.g. {field.name.upper()}, is still %gin.REQUIRED)")
     positive = ("vocab_size", "input_embed_dim", "emb_dim", "output_embed_dim",
                 "num_layers", "num_heads", "head_dim", "mlp_dim",
                 "max_position_embeddings", "type_vocab_size")

@@ -1,0 +1,141 @@
+"""Every gin model file parses and builds; parameter counts; gin errors."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from rembert_t5x import configs
+from rembert_t5x import network
+from tests import test_utils
+
+MODELS = test_utils.REPO_ROOT / "gin_configs" / "models"
+PAPER_FILES = [
+    "table2_coupled", "table2_decoupled", "table3_ein768_eout128",
+    "table3_ein128_eout768", "table4_eout128", "table4_eout3072",
+    "table5_extra11_dropped", "table6_width1024", "table6_depth23", "rembert",
+]
+MODEL_FILES = sorted(str(p.relative_to(test_utils.REPO_ROOT))
+                     for p in MODELS.rglob("*.gin"))
+
+
+def test_all_paper_configurations_ship():
+  for name in PAPER_FILES:
+    assert (MODELS / "paper" / f"{name}.gin").exists(), name
+  assert (MODELS / "tiny.gin").exists()
+
+
+@pytest.mark.parametrize("gin_file", MODEL_FILES)
+def test_model_file_builds_every_network(gin_file):
+  config = configs.config_from_gin(gin_file)
+  tokens = jax.ShapeDtypeStruct((1, 8), jnp.int32)
+  for make in (network.RemBertForMaskedLM,
+               lambda c: network.RemBertForSequenceClassification(c, 3),
+               lambda c: network.RemBertForTokenClassification(c, 7),
+               network.RemBertForQuestionAnswering):
+    module = make(config)
+    shapes = jax.eval_shape(lambda t, m=module: m.init(jax.random.PRNGKey(0), t),
+                            tokens)
+    assert shapes["params"]["encoder"]["embeddings"]["word_embeddings"][
+        "embedding"].shape == (config.vocab_size, config.input_embed_dim)
+
+
+def test_gin_network_bindings_use_the_model_config():
+  """The architecture file wires each network class to the model's config."""
+  import gin  # pylint: disable=g-import-not-at-top
+  configs.parse_gin(["gin_configs/models/paper/table6_width1024.gin"])
+  mlm = gin.get_configurable(network.RemBertForMaskedLM)()
+  assert mlm.config.emb_dim == 1024 and mlm.config.num_heads == 16
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("table2_coupled", dict(num_layers=12, input_embed_dim=768, output_embed_dim=768,
+                            tie_embeddings=True)),
+    ("table5_extra11_dropped", dict(num_layers=12, num_pretraining_only_layers=11,
+                                    input_embed_dim=128, output_embed_dim=128)),
+    ("table6_width1024", dict(emb_dim=1024, num_heads=16, mlp_dim=4096)),
+    ("table6_depth23", dict(num_layers=23, emb_dim=768)),
+    ("rembert", dict(vocab_size=250300, input_embed_dim=256, emb_dim=1152,
+                     output_embed_dim=1664, num_layers=32, num_heads=18,
+                     head_dim=64, mlp_dim=4608, dropout_rate=0.0)),
+])
+def test_paper_sizes(name, expected):
+  config = configs.config_from_gin(f"gin_configs/models/paper/{name}.gin")
+  for field, value in expected.items():
+    assert getattr(config, field) == value, field
+
+
+def _count(gin_file):
+  out = subprocess.run(
+      [sys.executable, "scripts/count_params.py", f"--gin_file={gin_file}"],
+      cwd=test_utils.REPO_ROOT, capture_output=True, text=True, check=False)
+  return out
+
+
+def test_count_params_script_prints_one_json_line():
+  out = _count("gin_configs/models/paper/rembert.gin")
+  assert out.returncode == 0, out.stderr
+  lines = out.stdout.strip().splitlines()
+  assert len(lines) == 1
+  counts = json.loads(lines[0])
+  # The paper reports ~995M pre-training and ~575M fine-tuning parameters.
+  assert 990e6 < counts["pretraining_params"] < 1000e6
+  assert 570e6 < counts["finetuning_params"] < 580e6
+
+
+def test_counts_match_hand_formula_for_tiny():
+  c = configs.config_from_gin("gin_configs/models/tiny.gin")
+  h, ein, eout, v = c.emb_dim, c.input_embed_dim, c.output_embed_dim, c.vocab_size
+  embeddings = (v + c.max_position_embeddings + c.type_vocab_size) * ein + 2 * ein
+  projection = ein * h + h
+  layer = 4 * (h * h + h) + 2 * h + (h * c.mlp_dim + c.mlp_dim) + (c.mlp_dim * h + h) + 2 * h
+  head = (h * eout + eout) + 2 * eout + (eout * v + v)
+  finetuning = embeddings + projection + c.num_layers * layer
+  assert configs.count_parameters(c) == {
+      "pretraining_params": finetuning + head, "finetuning_params": finetuning}
+
+
+def test_decoupling_saves_finetuning_parameters_as_in_the_paper():
+  """Table 3: a 128-wide input embedding saves ~77M fine-tuning parameters."""
+  small = configs.count_parameters(
+      configs.config_from_gin("gin_configs/models/paper/table3_ein128_eout768.gin"))
+  big = configs.count_parameters(
+      configs.config_from_gin("gin_configs/models/paper/table2_decoupled.gin"))
+  assert big["finetuning_params"] - small["finetuning_params"] == (
+      120000 + 512 + 2) * (768 - 128) + 2 * (768 - 128) - (128 * 768 + 768)
+
+
+def test_unknown_binding_is_one_clear_error(tmp_path):
+  bad = tmp_path / "typo.gin"
+  bad.write_text("include 'gin_configs/models/tiny.gin'\n"
+                 "network.RemBertConfig.num_layrs = 3\n")
+  out = _count(str(bad))
+  assert out.returncode == 2
+  assert f"gin file {bad}" in out.stderr
+  assert "num_layrs" in out.stderr
+  assert "Traceback" not in out.stderr
+
+
+def test_missing_required_size_is_one_clear_error(tmp_path):
+  bad = tmp_path / "missing.gin"
+  text = (MODELS / "tiny.gin").read_text().replace("NUM_LAYERS = 2\n", "")
+  bad.write_text(text)
+  with pytest.raises(configs.GinConfigError,
+                     match="num_layers is required but was not set"):
+    configs.config_from_gin(str(bad))
+
+
+def test_gin_syntax_error_names_the_file(tmp_path):
+  bad = tmp_path / "syntax.gin"
+  bad.write_text("include 'gin_configs/models/tiny.gin'\nNUM_LAYERS = = 3\n")
+  with pytest.raises(configs.GinConfigError, match=f"gin file {bad}"):
+    configs.config_from_gin(str(bad))
+
+
+def test_missing_gin_file_names_the_file():
+  with pytest.raises(configs.GinConfigError, match="gin file no/such.gin"):
+    configs.config_from_gin("no/such.gin")

@@ -1,0 +1,166 @@
+"""Structure, axes and config validation of the network."""
+
+import dataclasses
+import json
+import os
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rembert_t5x import network
+from rembert_t5x import partitioning
+from tests import test_utils
+
+GOLDEN = test_utils.REPO_ROOT / "tests" / "testdata" / "tiny_params_golden.json"
+HEADS = {
+    "masked_lm": lambda c: network.RemBertForMaskedLM(c),
+    "sequence_classification":
+        lambda c: network.RemBertForSequenceClassification(c, num_classes=3),
+    "token_classification":
+        lambda c: network.RemBertForTokenClassification(c, num_classes=5),
+    "question_answering": lambda c: network.RemBertForQuestionAnswering(c),
+}
+
+
+def _init(module, length=8):
+  tokens = jnp.ones((2, length), jnp.int32)
+  return module.init(jax.random.PRNGKey(0), tokens)
+
+
+def _describe(variables):
+  """{path: {"shape", "dtype", "axes"}} for every parameter."""
+  params = flax.traverse_util.flatten_dict(variables["params"], sep="/")
+  axes = flax.traverse_util.flatten_dict(variables["params_axes"], sep="/")
+  out = {}
+  for path, value in sorted(params.items()):
+    meta = axes.get(path + "_axes")
+    out[path] = {
+        "shape": list(value.shape),
+        "dtype": str(value.dtype),
+        "axes": list(meta.names) if meta is not None else None,
+    }
+  return out
+
+
+@pytest.mark.parametrize("head", sorted(HEADS))
+@pytest.mark.parametrize("config", [test_utils.TINY_CONFIG,
+                                    test_utils.TINY_COUPLED_CONFIG])
+def test_every_parameter_has_axes_with_rules(head, config):
+  described = _describe(_init(HEADS[head](config)))
+  missing = [p for p, d in described.items() if d["axes"] is None]
+  assert not missing, f"parameters without logical axes: {missing}"
+  for path, d in described.items():
+    assert len(d["axes"]) == len(d["shape"]), path
+  names = {a for d in described.values() for a in d["axes"]}
+  assert partitioning.axis_names_without_rule(names) == []
+
+
+def test_axis_rules_flag_unknown_names():
+  assert partitioning.axis_names_without_rule(["embed", "embd"]) == ["embd"]
+
+
+def test_params_golden():
+  """Pins every parameter's name, shape, dtype and axes for the tiny config.
+
+  Regenerate after an intended change with
+  `REGENERATE_GOLDENS=1 python -m pytest tests/network_test.py`.
+  """
+  actual = {
+      head: {path: f"{d['shape']} {d['dtype']} {d['axes']}"
+             for path, d in _describe(_init(make(test_utils.TINY_CONFIG))).items()}
+      for head, make in sorted(HEADS.items())}
+  if os.environ.get("REGENERATE_GOLDENS"):
+    GOLDEN.parent.mkdir(parents=True, exist_ok=True)
+    GOLDEN.write_text(json.dumps(actual, indent=1, sort_keys=True) + "\n")
+  expected = json.loads(GOLDEN.read_text())
+  assert actual == expected
+
+
+def test_decoupled_widths_and_projection():
+  params = _init(network.RemBertForMaskedLM(test_utils.TINY_CONFIG))["params"]
+  c = test_utils.TINY_CONFIG
+  emb = params["encoder"]["embeddings"]
+  assert emb["word_embeddings"]["embedding"].shape == (c.vocab_size, c.input_embed_dim)
+  assert params["encoder"]["embedding_projection"]["kernel"].shape == (c.input_embed_dim, c.emb_dim)
+  assert params["mlm_head"]["dense"]["kernel"].shape == (c.emb_dim, c.output_embed_dim)
+  assert params["mlm_head"]["decoder"]["kernel"].shape == (c.output_embed_dim, c.vocab_size)
+
+
+def test_coupled_mode_has_no_projection_and_no_decoder_matrix():
+  params = _init(network.RemBertForMaskedLM(test_utils.TINY_COUPLED_CONFIG))["params"]
+  assert "embedding_projection" not in params["encoder"]
+  assert set(params["mlm_head"]) == {"dense", "layer_norm", "decoder_bias"}
+
+
+def test_pretraining_only_layers_exist_only_in_pretraining():
+  c = dataclasses.replace(test_utils.TINY_CONFIG, num_pretraining_only_layers=3)
+  mlm = _init(network.RemBertForMaskedLM(c))["params"]["encoder"]
+  cls = _init(network.RemBertForSequenceClassification(c, 2))["params"]["encoder"]
+  assert sorted(k for k in mlm if k.startswith("layers_")) == [f"layers_{i}" for i in range(5)]
+  assert sorted(k for k in cls if k.startswith("layers_")) == ["layers_0", "layers_1"]
+
+
+def test_packed_segments_do_not_attend_to_each_other():
+  """A packed row gives the same outputs as its segments run separately."""
+  c = test_utils.TINY_CONFIG
+  model = network.RemBertEncoder(c)
+  variables = _init(model, length=10)
+  rng = np.random.default_rng(0)
+  a, b = rng.integers(5, c.vocab_size, 6), rng.integers(5, c.vocab_size, 4)
+  packed = model.apply(
+      variables, jnp.asarray(np.concatenate([a, b])[None]),
+      segment_ids=jnp.asarray([[1] * 6 + [2] * 4]),
+      positions=jnp.asarray([list(range(6)) + list(range(4))]))
+  alone_a = model.apply(variables, jnp.asarray(a[None]))
+  alone_b = model.apply(variables, jnp.asarray(b[None]))
+  np.testing.assert_allclose(packed[0, :6], alone_a[0], atol=1e-5)
+  np.testing.assert_allclose(packed[0, 6:], alone_b[0], atol=1e-5)
+
+
+def test_padding_does_not_change_real_positions():
+  c = test_utils.TINY_CONFIG
+  model = network.RemBertEncoder(c)
+  variables = _init(model)
+  tokens = jnp.asarray([[7, 8, 9, 10, 0, 0, 0, 0]])
+  short = model.apply(variables, tokens[:, :4])
+  padded = model.apply(variables, tokens)
+  np.testing.assert_allclose(padded[0, :4], short[0], atol=1e-5)
+
+
+def test_bfloat16_activations():
+  c = dataclasses.replace(test_utils.TINY_CONFIG, dtype="bfloat16")
+  model = network.RemBertForMaskedLM(c)
+  variables = _init(model)
+  assert all(x.dtype == jnp.float32 for x in jax.tree_util.tree_leaves(variables["params"]))
+  logits = model.apply(variables, jnp.ones((2, 8), jnp.int32))
+  assert logits.dtype == jnp.bfloat16
+  assert bool(jnp.all(jnp.isfinite(logits.astype(jnp.float32))))
+
+
+def test_dropout_only_when_enabled():
+  c = dataclasses.replace(test_utils.TINY_CONFIG, dropout_rate=0.5)
+  model = network.RemBertForMaskedLM(c)
+  variables = _init(model)
+  tokens = jnp.ones((2, 8), jnp.int32)
+  det1 = model.apply(variables, tokens)
+  det2 = model.apply(variables, tokens)
+  np.testing.assert_array_equal(det1, det2)
+  drop = model.apply(variables, tokens, enable_dropout=True,
+                     rngs={"dropout": jax.random.PRNGKey(1)})
+  assert not np.allclose(drop, det1)
+
+
+@pytest.mark.parametrize("changes,message", [
+    (dict(num_heads=3), r"num_heads \* head_dim = 3 \* 8 = 24 must equal emb_dim \(H\) = 32"),
+    (dict(tie_embeddings=True), r"tie_embeddings=True \(coupled mode\) needs input_embed_dim == output_embed_dim, got 16 and 24"),
+    (dict(vocab_size=0), r"RemBertConfig.vocab_size must be a positive integer"),
+    (dict(dropout_rate=1.5), r"RemBertConfig.dropout_rate must be in \[0, 1\)"),
+    (dict(dtype="float33"), r"RemBertConfig.dtype: unknown dtype"),
+    (dict(num_layers=object()), r"RemBertConfig.num_layers is required but was not set"),
+])
+def test_config_errors_name_the_field(changes, message):
+  with pytest.raises(ValueError, match=message):
+    dataclasses.replace(test_utils.TINY_CONFIG, **changes)
