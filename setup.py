@@ -21,6 +21,7 @@ INSTALL_REQUIRES = [
     "seqeval>=1.2.2",
     "matplotlib",
     "tqdm",
+    "tensorboard",
 ]
 
 EXTRAS_REQUIRE = {

@@ -1,0 +1,398 @@
+"""T5X model adapters for RemBERT: one class per objective.
+
+Each class implements T5X's `BaseModel` interface (`FEATURE_CONVERTER_CLS`,
+`optimizer_def`, `get_initial_variables`, `loss_fn`, `eval_fn`,
+`predict_batch`, `predict_batch_with_aux`, `score_batch`) without importing
+t5x, so the same objects serve `t5x.train` and our local runner. T5X checks no
+subclass relation: it only calls these methods (SPEC §5).
+
+Model features are those of `docs/DESIGN.md`. Losses are means over the loss
+weights (BERT's normalisation); metrics are `clu.metrics` objects, as T5X
+expects.
+
+Predictions (what `predict_batch` returns; SeqIO decodes them with the
+task's `targets` vocabulary, a pass-through one for ids):
+  * MLM: `[batch, length]` argmax token ids.
+  * pair classification: `[batch, 1]` class ids.
+  * token tagging: `[batch, length]` tag ids per sub-token.
+  * extractive QA: `[batch, 2]` (start, end) token indices of the best span;
+    the aux output carries its score and the raw start/end logits.
+"""
+
+from typing import Any, Callable, Mapping, Optional
+
+from clu import metrics as clu_metrics
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from rembert_t5x import feature_converters
+from rembert_t5x import network
+
+Array = jax.Array
+Batch = Mapping[str, Array]
+MetricsMap = dict[str, clu_metrics.Metric]
+
+# Inputs every network call takes from the batch.
+_INPUT_KEYS = ("input_tokens", "token_types", "segment_ids", "positions")
+
+
+def _weighted_mean_metric(values: Array, weights: Array) -> clu_metrics.Average:
+  return clu_metrics.Average(
+      total=jnp.sum(values * weights).astype(jnp.float32),
+      count=jnp.sum(weights).astype(jnp.float32))
+
+
+def _cross_entropy(logits: Array, labels: Array) -> Array:
+  """Per-position softmax cross entropy in float32."""
+  logits = logits.astype(jnp.float32)
+  return optax.softmax_cross_entropy_with_integer_labels(logits, labels)
+
+
+class RemBertBaseModel:
+  """What every RemBERT objective shares: init, eval, predict plumbing.
+
+  Attributes:
+    module: the Flax network.
+    optimizer_def: the optimizer T5X uses (a `t5x.optimizers` definition);
+      the local runner builds its own optax optimizer and passes None.
+    input_vocabulary / output_vocabulary: checked by `t5x.infer` against the
+      task's vocabularies.
+  """
+
+  FEATURE_CONVERTER_CLS: Callable[..., Any]
+
+  def __init__(
+      self,
+      module: nn.Module,
+      optimizer_def: Any = None,
+      input_vocabulary: Any = None,
+      output_vocabulary: Any = None,
+  ):
+    self.module = module
+    self.optimizer_def = optimizer_def
+    self.input_vocabulary = input_vocabulary
+    self.output_vocabulary = output_vocabulary
+
+  @property
+  def config(self) -> network.RemBertConfig:
+    return self.module.config
+
+  def _inputs(self, batch: Batch) -> dict[str, Array]:
+    return {k: batch[k] for k in _INPUT_KEYS if k in batch}
+
+  def _apply(self, params, batch: Batch, dropout_rng=None, **kwargs):
+    rngs = {"dropout": dropout_rng} if dropout_rng is not None else None
+    return self.module.apply(
+        {"params": params}, **self._inputs(batch), **kwargs,
+        enable_dropout=dropout_rng is not None, rngs=rngs)
+
+  def get_initial_variables(
+      self,
+      rng: Array,
+      input_shapes: Mapping[str, Any],
+      input_types: Optional[Mapping[str, Any]] = None,
+  ):
+    """Initialises from the shapes of the model features (T5X's signature)."""
+    input_types = input_types or {}
+    shape = tuple(input_shapes["input_tokens"])
+    inputs = {
+        k: jnp.ones(shape, input_types.get(k, jnp.int32))
+        for k in _INPUT_KEYS if k in input_shapes or k == "input_tokens"
+    }
+    return self.module.init(
+        {"params": rng, "dropout": jax.random.fold_in(rng, 1)}, **inputs,
+        enable_dropout=False)
+
+  def eval_fn(self, params, batch: Batch):
+    return self.loss_fn(params, batch, dropout_rng=None)
+
+  def predict_batch(self, params, batch: Batch, rng=None) -> Array:
+    return self.predict_batch_with_aux(params, batch, rng=rng)[0]
+
+
+class RemBertMLMModel(RemBertBaseModel):
+  """Masked-language-model pre-training.
+
+  Attributes:
+    max_predictions_per_seq: if set, the MLM head (the output embedding)
+      runs only at up to this many weighted positions per row, as the
+      original BERT code does; the loss is the same as long as no row has more
+      weighted positions (the metric `mlm/dropped_predictions` counts any
+      that were not scored, so an overflow is never silent).
+  """
+
+  FEATURE_CONVERTER_CLS = feature_converters.MLMFeatureConverter
+
+  def __init__(self, module: network.RemBertForMaskedLM, optimizer_def=None,
+               input_vocabulary=None, output_vocabulary=None,
+               max_predictions_per_seq: Optional[int] = None):
+    super().__init__(module, optimizer_def, input_vocabulary, output_vocabulary)
+    self.max_predictions_per_seq = max_predictions_per_seq
+
+  def _logits_targets_weights(self, params, batch, dropout_rng):
+    targets = batch["targets"]
+    weights = batch["weights"].astype(jnp.float32)
+    if self.max_predictions_per_seq is None:
+      logits = self._apply(params, batch, dropout_rng)
+      return logits, targets, weights, jnp.zeros((), jnp.float32)
+    # Pick the weighted positions first (top_k keeps them in a fixed-size,
+    # static-shaped set), then run the head only there.
+    k = min(self.max_predictions_per_seq, targets.shape[-1])
+    picked_weights, positions = jax.lax.top_k(weights, k)
+    logits = self._apply(params, batch, dropout_rng, masked_positions=positions)
+    picked_targets = jnp.take_along_axis(targets, positions, axis=-1)
+    dropped = jnp.sum(weights) - jnp.sum(picked_weights)
+    return logits, picked_targets, picked_weights, dropped
+
+  def loss_fn(self, params, batch: Batch, dropout_rng=None):
+    logits, targets, weights, dropped = self._logits_targets_weights(
+        params, batch, dropout_rng)
+    ce = _cross_entropy(logits, targets)
+    weight_sum = jnp.maximum(jnp.sum(weights), 1e-8)
+    loss = jnp.sum(ce * weights) / weight_sum
+    correct = (jnp.argmax(logits, -1) == targets).astype(jnp.float32)
+    metrics = {
+        "loss": clu_metrics.Average(total=loss, count=jnp.float32(1.0)),
+        "mlm/loss_per_prediction": _weighted_mean_metric(ce, weights),
+        "mlm/accuracy": _weighted_mean_metric(correct, weights),
+        "mlm/num_predictions": clu_metrics.Average(
+            total=jnp.sum(weights), count=jnp.float32(1.0)),
+        "mlm/dropped_predictions": clu_metrics.Average(
+            total=dropped, count=jnp.float32(1.0)),
+        "num_tokens": clu_metrics.Average(
+            total=jnp.sum(batch["segment_ids"] > 0).astype(jnp.float32)
+            if "segment_ids" in batch else jnp.float32(batch["input_tokens"].size),
+            count=jnp.float32(1.0)),
+    }
+    return loss, metrics
+
+  def predict_batch_with_aux(self, params, batch: Batch, rng=None):
+    logits = self._apply(params, batch)
+    return jnp.argmax(logits, -1), {"scores": jnp.max(
+        jax.nn.log_softmax(logits.astype(jnp.float32)), -1)}
+
+  def score_batch(self, params, batch: Batch, return_intermediates=False):
+    """Sum of log-likelihoods of the targets at the weighted positions."""
+    logits = self._apply(params, batch)
+    ll = -_cross_entropy(logits, batch["targets"])
+    scores = jnp.sum(ll * batch["weights"], axis=-1)
+    if return_intermediates:
+      return scores, {"logits": logits}
+    return scores
+
+
+class RemBertPairClassificationModel(RemBertBaseModel):
+  """Sentence-pair classification (XNLI, PAWS-X) from the pooled [CLS]."""
+
+  FEATURE_CONVERTER_CLS = feature_converters.PairClassificationFeatureConverter
+
+  def loss_fn(self, params, batch: Batch, dropout_rng=None):
+    logits = self._apply(params, batch, dropout_rng)  # [batch, classes]
+    labels = batch["label"].reshape(-1)
+    ce = _cross_entropy(logits, labels)
+    ones = jnp.ones_like(ce)
+    correct = (jnp.argmax(logits, -1) == labels).astype(jnp.float32)
+    loss = jnp.mean(ce)
+    return loss, {
+        "loss": clu_metrics.Average(total=loss, count=jnp.float32(1.0)),
+        "accuracy": _weighted_mean_metric(correct, ones),
+    }
+
+  def predict_batch_with_aux(self, params, batch: Batch, rng=None):
+    logits = self._apply(params, batch)
+    log_probs = jax.nn.log_softmax(logits.astype(jnp.float32))
+    return jnp.argmax(logits, -1)[:, None], {"log_probs": log_probs}
+
+  def score_batch(self, params, batch: Batch, return_intermediates=False):
+    logits = self._apply(params, batch)
+    scores = -_cross_entropy(logits, batch["label"].reshape(-1))
+    return (scores, {"logits": logits}) if return_intermediates else scores
+
+
+class RemBertTaggingModel(RemBertBaseModel):
+  """Token tagging (NER, POS): the loss on the first sub-token of each word."""
+
+  FEATURE_CONVERTER_CLS = feature_converters.TaggingFeatureConverter
+
+  def loss_fn(self, params, batch: Batch, dropout_rng=None):
+    logits = self._apply(params, batch, dropout_rng)  # [batch, length, tags]
+    weights = batch["weights"].astype(jnp.float32)
+    ce = _cross_entropy(logits, batch["targets"])
+    loss = jnp.sum(ce * weights) / jnp.maximum(jnp.sum(weights), 1e-8)
+    correct = (jnp.argmax(logits, -1) == batch["targets"]).astype(jnp.float32)
+    return loss, {
+        "loss": clu_metrics.Average(total=loss, count=jnp.float32(1.0)),
+        "token_accuracy": _weighted_mean_metric(correct, weights),
+    }
+
+  def predict_batch_with_aux(self, params, batch: Batch, rng=None):
+    logits = self._apply(params, batch)
+    return jnp.argmax(logits, -1), {}
+
+  def score_batch(self, params, batch: Batch, return_intermediates=False):
+    logits = self._apply(params, batch)
+    ll = -_cross_entropy(logits, batch["targets"])
+    scores = jnp.sum(ll * batch["weights"], axis=-1)
+    return (scores, {"logits": logits}) if return_intermediates else scores
+
+
+def best_spans(start_logits: Array, end_logits: Array, context_mask: Array,
+               max_answer_length: int) -> tuple[Array, Array]:
+  """Best (start, end) with start <= end < start + max_answer_length.
+
+  Args:
+    start_logits, end_logits: `[batch, length]`.
+    context_mask: `[batch, length]` bool, True where a span may start or end
+      (context tokens).
+    max_answer_length: longest answer in tokens.
+
+  Returns:
+    `[batch, 2]` int32 (start, end) and `[batch]` float32 scores
+    (start logit + end logit); rows with no valid span get (0, 0).
+  """
+  length = start_logits.shape[-1]
+  idx = jnp.arange(length)
+  valid = ((idx[None, :] >= idx[:, None])
+           & (idx[None, :] < idx[:, None] + max_answer_length))  # [start, end]
+  valid = (valid[None] & context_mask[:, :, None] & context_mask[:, None, :])
+  scores = (start_logits.astype(jnp.float32)[:, :, None]
+            + end_logits.astype(jnp.float32)[:, None, :])
+  scores = jnp.where(valid, scores, -jnp.inf)
+  flat = jnp.argmax(scores.reshape(scores.shape[0], -1), axis=-1)
+  start, end = flat // length, flat % length
+  best = jnp.take_along_axis(scores.reshape(scores.shape[0], -1),
+                             flat[:, None], axis=-1)[:, 0]
+  has_span = jnp.isfinite(best)
+  spans = jnp.stack([start, end], -1).astype(jnp.int32)
+  spans = jnp.where(has_span[:, None], spans, 0)
+  return spans, jnp.where(has_span, best, -jnp.inf)
+
+
+class RemBertQAModel(RemBertBaseModel):
+  """Extractive QA: start/end logits; loss is the mean of the two CEs."""
+
+  FEATURE_CONVERTER_CLS = feature_converters.QAFeatureConverter
+
+  def __init__(self, module, optimizer_def=None, input_vocabulary=None,
+               output_vocabulary=None, max_answer_length: int = 30):
+    super().__init__(module, optimizer_def, input_vocabulary, output_vocabulary)
+    self.max_answer_length = max_answer_length
+
+  def loss_fn(self, params, batch: Batch, dropout_rng=None):
+    start_logits, end_logits = self._apply(params, batch, dropout_rng)
+    start = batch["start_positions"].reshape(-1)
+    end = batch["end_positions"].reshape(-1)
+    loss = 0.5 * jnp.mean(_cross_entropy(start_logits, start)
+                          + _cross_entropy(end_logits, end))
+    ones = jnp.ones_like(start, jnp.float32)
+    both = ((jnp.argmax(start_logits, -1) == start)
+            & (jnp.argmax(end_logits, -1) == end)).astype(jnp.float32)
+    return loss, {
+        "loss": clu_metrics.Average(total=loss, count=jnp.float32(1.0)),
+        "span_accuracy": _weighted_mean_metric(both, ones),
+    }
+
+  def predict_batch_with_aux(self, params, batch: Batch, rng=None):
+    start_logits, end_logits = self._apply(params, batch)
+    # Spans may only lie in the context: token type 1, not padding, and not
+    # the final [SEP] (the last real token of the row).
+    real = batch["segment_ids"] > 0 if "segment_ids" in batch else (
+        batch["input_tokens"] != self.config.pad_id)
+    last = jnp.sum(real, axis=-1) - 1
+    not_last = jnp.arange(real.shape[-1])[None, :] != last[:, None]
+    context = (batch["token_types"] == 1) & real & not_last
+    spans, scores = best_spans(start_logits, end_logits, context,
+                               self.max_answer_length)
+    return spans, {"score": scores, "start_logits": start_logits,
+                   "end_logits": end_logits}
+
+  def score_batch(self, params, batch: Batch, return_intermediates=False):
+    start_logits, end_logits = self._apply(params, batch)
+    scores = -(_cross_entropy(start_logits, batch["start_positions"].reshape(-1))
+               + _cross_entropy(end_logits, batch["end_positions"].reshape(-1)))
+    if return_intermediates:
+      return scores, {"start_logits": start_logits, "end_logits": end_logits}
+    return scores
+
+
+def finetuning_params_from_pretraining(
+    pretrained: Mapping[str, Any],
+    initial: Mapping[str, Any],
+    num_layers: int,
+) -> dict[str, Any]:
+  """Fine-tuning parameters: the pre-trained encoder, fresh task heads.
+
+  Drops what the paper discards after pre-training — the MLM head (output
+  embedding) and the layers at or above `num_layers` (pre-training only) —
+  and keeps the freshly initialised task head from `initial`.
+
+  Args:
+    pretrained: params of a `RemBertForMaskedLM`.
+    initial: freshly initialised params of a fine-tuning network.
+    num_layers: layers kept for fine-tuning.
+
+  Returns:
+    `initial` with its `encoder` subtree replaced by the pre-trained one.
+
+  Raises:
+    ValueError: naming the parameter, if the pre-trained encoder does not
+      have the fine-tuning network's shapes (another architecture).
+  """
+  if "encoder" not in pretrained:
+    raise ValueError("pre-trained parameters have no 'encoder' subtree; "
+                     f"top-level keys are {sorted(pretrained)}")
+  encoder = {k: v for k, v in pretrained["encoder"].items()
+             if not (k.startswith("layers_") and int(k[7:]) >= num_layers)}
+  flat_new = _flatten(encoder)
+  flat_init = _flatten(initial["encoder"])
+  if set(flat_new) != set(flat_init):
+    missing = sorted(set(flat_init) - set(flat_new))
+    extra = sorted(set(flat_new) - set(flat_init))
+    raise ValueError("pre-trained encoder does not match the fine-tuning "
+                     f"network: missing {missing[:3]}, unexpected {extra[:3]}")
+  for path, value in flat_init.items():
+    if tuple(np.shape(flat_new[path])) != tuple(np.shape(value)):
+      raise ValueError(
+          f"pre-trained parameter encoder/{path} has shape "
+          f"{tuple(np.shape(flat_new[path]))}, the fine-tuning network "
+          f"expects {tuple(np.shape(value))}")
+  out = dict(initial)
+  out["encoder"] = encoder
+  return out
+
+
+def _flatten(tree, prefix=""):
+  out = {}
+  for k, v in tree.items():
+    path = f"{prefix}/{k}" if prefix else k
+    if isinstance(v, Mapping):
+      out.update(_flatten(v, path))
+    else:
+      out[path] = v
+  return out
+
+
+# T5X's RestoreCheckpointConfig.assignment_map for fine-tuning from a
+# pre-training checkpoint: the MLM head is not restored (task heads start from
+# scratch with `fallback_to_scratch=True`). Layers above `num_layers` are
+# simply absent from the fine-tuning network, so T5X never asks for them.
+FINETUNE_ASSIGNMENT_MAP = ((r"(.*)mlm_head/(.*)", None),)
+
+
+def make_module(kind: str, config: network.RemBertConfig,
+                num_classes: Optional[int] = None) -> nn.Module:
+  """The network for an objective: 'mlm', 'pair', 'tagging' or 'qa'."""
+  if kind == "mlm":
+    return network.RemBertForMaskedLM(config)
+  if kind == "pair":
+    return network.RemBertForSequenceClassification(config, num_classes)
+  if kind == "tagging":
+    return network.RemBertForTokenClassification(config, num_classes)
+  if kind == "qa":
+    return network.RemBertForQuestionAnswering(config)
+  raise ValueError(f"unknown objective {kind!r}: expected mlm, pair, tagging or qa")
+
+

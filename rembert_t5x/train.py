@@ -1,0 +1,343 @@
+r"""Local runner: train a RemBERT model on one host, any number of devices.
+
+  python -m rembert_t5x.train \
+    --gin_file=gin_configs/runs/local_tiny_pretrain.gin \
+    --gin.MODEL_DIR="'/tmp/m'" --gin.TRAIN_STEPS=30
+
+Same model classes and model gin files as the T5X path; the data comes from
+SeqIO tasks through the model's feature converter. Writes to MODEL_DIR:
+
+  checkpoints/<step>/    orbax checkpoints (every `checkpoint_period` steps,
+                         the last `keep_checkpoints` kept; written to a
+                         temporary name and renamed, so a crash never leaves
+                         a half-written "latest" checkpoint)
+  metrics.jsonl          one JSON object per logged step: step, loss,
+                         learning_rate, tokens_per_s, ...
+  events.out.tfevents.*  the same metrics for TensorBoard (clu writers)
+  config.gin             the operative gin config
+
+Restarting with the same MODEL_DIR resumes from the latest checkpoint, with
+the same data order (the input pipeline is deterministic and skips what the
+restored steps consumed).
+"""
+
+import json
+import os
+import pathlib
+import time
+from typing import Any, Optional, Sequence
+
+from absl import logging
+from clu import metric_writers
+import gin
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import seqio
+import tqdm
+
+from rembert_t5x import checkpoint_conversion
+from rembert_t5x import cli
+from rembert_t5x import configs
+from rembert_t5x import models
+from rembert_t5x import train_lib
+
+
+def check_model_dir(model_dir: str) -> pathlib.Path:
+  """Creates MODEL_DIR if needed and checks it is writable."""
+  if not model_dir or model_dir is gin.REQUIRED:
+    raise cli.UserError("MODEL_DIR is not set (e.g. --gin.MODEL_DIR=\"'/tmp/m'\")")
+  path = pathlib.Path(model_dir)
+  try:
+    path.mkdir(parents=True, exist_ok=True)
+    probe = path / f".write_probe_{os.getpid()}"
+    probe.write_text("ok")
+    probe.unlink()
+  except OSError as e:
+    raise cli.UserError(f"MODEL_DIR {model_dir} is not writable: "
+                        f"{e.strerror or e}") from e
+  return path
+
+
+def get_task_or_mixture(name: str):
+  try:
+    return seqio.get_mixture_or_task(name)
+  except ValueError as e:
+    known = sorted(seqio.MixtureRegistry.names()) + sorted(
+        seqio.TaskRegistry.names())
+    close = [n for n in known if name.split("_")[0] in n][:8]
+    raise cli.UserError(
+        f"unknown task or mixture {name!r} (is its module imported? e.g. "
+        f"MIXTURE_OR_TASK_MODULE = 'rembert_tasks'); registered: "
+        f"{close or known[:8]} ...") from e
+
+
+def make_dataset(model, task_name: str, task_feature_lengths, batch_size: int,
+                 split: str, seed: int, pack: bool, skip_batches: int = 0,
+                 shuffle: bool = True, num_epochs: Optional[int] = None):
+  """A deterministic, batched numpy iterator over the task's model features."""
+  task = get_task_or_mixture(task_name)
+  converter = model.FEATURE_CONVERTER_CLS(pack=pack)
+  ds = task.get_dataset(
+      sequence_length=dict(task_feature_lengths), split=split,
+      shuffle=shuffle, seed=seed, num_epochs=num_epochs,
+      use_cached=False, shard_info=None)
+  ds = converter(ds, dict(task_feature_lengths))
+  ds = ds.batch(batch_size, drop_remainder=True)
+  if skip_batches:
+    ds = ds.skip(skip_batches)
+  return ds.prefetch(2).as_numpy_iterator()
+
+
+class MetricsLog:
+  """Appends one JSON line per logged step to metrics.jsonl (+ TensorBoard)."""
+
+  def __init__(self, model_dir: pathlib.Path, resume_step: int):
+    self.path = model_dir / "metrics.jsonl"
+    if self.path.exists():
+      # Steps after the restored checkpoint will be re-run and re-logged:
+      # drop their old lines so each step appears once (atomic rewrite).
+      kept = [l for l in self.path.read_text().splitlines()
+              if l.strip() and json.loads(l)["step"] <= resume_step]
+      tmp = self.path.with_suffix(".jsonl.tmp")
+      tmp.write_text("".join(l + "\n" for l in kept))
+      os.replace(tmp, self.path)
+    self.writer = metric_writers.create_default_writer(
+        str(model_dir), just_logging=jax.process_index() > 0)
+
+  def write(self, step: int, scalars: dict[str, float]):
+    record = {"step": step, **{k: float(v) for k, v in scalars.items()}}
+    with self.path.open("a") as f:
+      f.write(json.dumps(record) + "\n")
+    self.writer.write_scalars(step, scalars)
+
+  def close(self):
+    self.writer.flush()
+    self.writer.close()
+
+
+def _checkpoint_manager(model_dir: pathlib.Path, period: int, keep: int):
+  options = ocp.CheckpointManagerOptions(
+      save_interval_steps=period, max_to_keep=keep,
+      enable_async_checkpointing=False, create=True)
+  return ocp.CheckpointManager(model_dir / "checkpoints", options=options)
+
+
+def _shape_table(tree) -> dict[str, tuple[int, ...]]:
+  return {k: tuple(np.shape(v)) for k, v in
+          checkpoint_conversion.flatten(_as_dict(tree)).items()}
+
+
+def _as_dict(tree):
+  if hasattr(tree, "__dataclass_fields__") or hasattr(tree, "items"):
+    items = (tree.items() if hasattr(tree, "items")
+             else ((k, getattr(tree, k)) for k in tree.__dataclass_fields__))
+    return {str(k): _as_dict(v) for k, v in items}
+  if isinstance(tree, (list, tuple)):
+    return {str(i): _as_dict(v) for i, v in enumerate(tree)}
+  return tree
+
+
+def _check_checkpoint_matches(mngr, step: int, abstract_state, where: str):
+  """Compares shapes before restoring, naming the first mismatch."""
+  meta = mngr.item_metadata(step)
+  saved = _shape_table(meta["params"] if "params" in meta else meta)
+  expected = _shape_table(abstract_state.params)
+  for name in sorted(set(saved) | set(expected)):
+    if name not in saved:
+      raise cli.UserError(f"checkpoint {where} (step {step}) has no parameter "
+                          f"{name}: it is of another architecture")
+    if name not in expected:
+      raise cli.UserError(f"checkpoint {where} (step {step}) has parameter "
+                          f"{name} that this model lacks: another architecture")
+    if saved[name] != expected[name]:
+      raise cli.UserError(
+          f"checkpoint {where} (step {step}): parameter {name} has shape "
+          f"{saved[name]}, this model expects {expected[name]}")
+
+
+def load_params(checkpoint_dir: str) -> dict:
+  """Loads the params of the latest checkpoint in a MODEL_DIR (host numpy)."""
+  path = pathlib.Path(checkpoint_dir)
+  root = path / "checkpoints" if (path / "checkpoints").is_dir() else path
+  if not root.is_dir():
+    raise cli.UserError(f"init checkpoint {checkpoint_dir}: no such directory")
+  mngr = ocp.CheckpointManager(root, options=ocp.CheckpointManagerOptions(
+      read_only=True))
+  step = mngr.latest_step()
+  if step is None:
+    raise cli.UserError(f"init checkpoint {checkpoint_dir}: no checkpoint found")
+  restored = mngr.restore(step)
+  params = restored["params"] if "params" in restored else restored
+  return jax.tree_util.tree_map(np.asarray, params)
+
+
+@gin.configurable(denylist=["model_dir"])
+def train(
+    model_dir: str,
+    *,
+    model=gin.REQUIRED,
+    mixture_or_task_name: str = gin.REQUIRED,
+    task_feature_lengths: dict = gin.REQUIRED,
+    train_steps: int = gin.REQUIRED,
+    batch_size: int = 8,
+    learning_rate: float = 1e-4,
+    warmup_steps: int = 0,
+    weight_decay: float = 0.01,
+    clip_norm: Optional[float] = 1.0,
+    adam_b1: float = 0.9,
+    adam_b2: float = 0.999,
+    adam_eps: float = 1e-6,
+    grad_accum_steps: int = 1,
+    pack: bool = False,
+    mesh_shape: Sequence[int] = (-1, 1),
+    checkpoint_period: int = 100,
+    keep_checkpoints: int = 3,
+    log_period: int = 10,
+    seed: int = 0,
+    data_seed: int = 0,
+    init_checkpoint: Optional[str] = None,
+    nonfinite: str = "stop",
+    progress_bar: bool = True,
+) -> dict[str, float]:
+  """Trains `model` on a SeqIO task; returns the last logged metrics.
+
+  Args:
+    model_dir: output directory (created; must be writable).
+    model: a `models.RemBert*Model`.
+    mixture_or_task_name: registered SeqIO task or mixture.
+    task_feature_lengths: e.g. {"input_tokens": 128}.
+    train_steps: total optimizer steps.
+    batch_size: examples per step (split into `grad_accum_steps` micro
+      batches).
+    learning_rate, warmup_steps, weight_decay, clip_norm, adam_*: AdamW with
+      linear warm-up and linear decay (paper Table 14).
+    grad_accum_steps: gradient accumulation.
+    pack: pack examples (MLM pre-training).
+    mesh_shape: (data, model) mesh over local devices; -1 takes the rest.
+    checkpoint_period: save every this many steps (and at the end).
+    keep_checkpoints: keep the last this many.
+    log_period: log metrics every this many steps.
+    seed: init and dropout seed.
+    data_seed: shuffling/masking seed of the input pipeline.
+    init_checkpoint: a pre-training MODEL_DIR; its encoder initialises the
+      model (the MLM head and pre-training-only layers are dropped).
+    nonfinite: what to do when the loss or gradient is NaN/inf: "stop"
+      (raise, keeping the last good checkpoint) or "skip" (skip the update).
+
+  Returns:
+    The last logged metrics.
+  """
+  if nonfinite not in ("stop", "skip"):
+    raise cli.UserError(f"train.nonfinite must be 'stop' or 'skip', got {nonfinite!r}")
+  if batch_size % grad_accum_steps:
+    raise cli.UserError(f"batch_size {batch_size} is not divisible by "
+                        f"grad_accum_steps {grad_accum_steps}")
+  out_dir = check_model_dir(model_dir)
+  get_task_or_mixture(mixture_or_task_name)  # fail early on a typo
+  rules = train_lib.default_rules()
+  mesh = train_lib.make_mesh(mesh_shape)
+  if batch_size // grad_accum_steps % mesh.shape["data"]:
+    raise cli.UserError(f"micro batch {batch_size // grad_accum_steps} is not "
+                        f"divisible by the data axis {mesh.shape['data']}")
+  length = task_feature_lengths["input_tokens"]
+  input_shapes = {k: (batch_size // grad_accum_steps, length) for k in
+                  ("input_tokens", "token_types", "segment_ids", "positions")}
+  tx, schedule = train_lib.make_optimizer(
+      learning_rate, train_steps, warmup_steps, weight_decay, clip_norm,
+      adam_b1, adam_b2, adam_eps)
+
+  init_fn = None
+  if init_checkpoint:
+    pretrained = load_params(init_checkpoint)
+
+    def init_fn(fresh):
+      try:
+        return models.finetuning_params_from_pretraining(
+            pretrained, fresh, model.config.num_layers)
+      except ValueError as e:
+        raise cli.UserError(f"init checkpoint {init_checkpoint}: {e}") from e
+
+  rng = jax.random.PRNGKey(seed)
+  state, shardings = train_lib.init_train_state(
+      model, tx, rng, input_shapes, mesh, rules, init_params_fn=init_fn)
+
+  mngr = _checkpoint_manager(out_dir, checkpoint_period, keep_checkpoints)
+  start = 0
+  latest = mngr.latest_step()
+  if latest is not None:
+    _check_checkpoint_matches(mngr, latest, state, str(out_dir / "checkpoints"))
+    abstract = jax.tree_util.tree_map(
+        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+        state, shardings)
+    state = mngr.restore(latest, args=ocp.args.StandardRestore(abstract))
+    start = int(state.step)
+    logging.info("Resumed from %s at step %d", out_dir / "checkpoints", start)
+  (out_dir / "config.gin").write_text(gin.operative_config_str())
+
+  step_fn = train_lib.jit_train_step(
+      train_lib.make_train_step(model, tx, schedule, grad_accum_steps,
+                                skip_nonfinite=nonfinite == "skip"),
+      shardings, mesh, rules)
+  data = make_dataset(model, mixture_or_task_name, task_feature_lengths,
+                      batch_size, "train", data_seed, pack,
+                      skip_batches=start)
+  log = MetricsLog(out_dir, start)
+  meter = train_lib.ThroughputMeter()
+  last: dict[str, float] = {}
+  bar = tqdm.tqdm(total=train_steps, initial=start, unit="step",
+                  disable=not progress_bar, dynamic_ncols=True)
+  dropout_rng = jax.random.fold_in(rng, 1)
+  try:
+    for step in range(start, train_steps):
+      tick = time.perf_counter()
+      try:
+        batch = next(data)
+      except StopIteration as e:
+        raise cli.UserError(f"task {mixture_or_task_name} ran out of data at "
+                            f"step {step}") from e
+      state, metrics = step_fn(state, batch, dropout_rng)
+      done = step + 1
+      if not bool(metrics["finite"]):
+        if nonfinite == "stop":
+          raise cli.UserError(
+              f"non-finite loss or gradient at step {done} (loss="
+              f"{float(metrics['loss'])}, grad_norm="
+              f"{float(metrics['grad_norm'])}); stopped, the last good "
+              f"checkpoint is step {mngr.latest_step()} in {out_dir}")
+        logging.warning("step %d: non-finite loss/gradient, update skipped", done)
+      tokens = float(np.sum(batch["segment_ids"] > 0))
+      meter.add(tokens, time.perf_counter() - tick)
+      if done % log_period == 0 or done == train_steps:
+        scalars = {k: float(v) for k, v in jax.device_get(metrics).items()}
+        scalars["tokens_per_s"] = meter.rate()
+        log.write(done, scalars)
+        last = scalars
+        bar.set_postfix(loss=f"{scalars['loss']:.3f}",
+                        tok_s=f"{meter.rate():.0f}")
+        meter.reset()
+      mngr.save(done, args=ocp.args.StandardSave(state),
+                force=done == train_steps)
+      bar.update(1)
+  finally:
+    bar.close()
+    mngr.wait_until_finished()
+    log.close()
+  return last
+
+
+def main(args: cli.GinArgs) -> None:
+  configs.parse_gin(args.gin_files, args.bindings,
+                    search_paths=args.search_paths)
+  try:
+    model_dir = gin.query_parameter("MODEL_DIR/macro.value")
+  except ValueError as e:
+    raise cli.UserError("the run file defines no MODEL_DIR macro") from e
+  if isinstance(model_dir, gin.config.ConfigurableReference):
+    raise cli.UserError("MODEL_DIR is not set (e.g. --gin.MODEL_DIR=\"'/tmp/m'\")")
+  metrics = train(model_dir)
+  print(json.dumps({"model_dir": model_dir, **metrics}))
+
+
+if __name__ == "__main__":
+  cli.run_main(main)

@@ -1,0 +1,290 @@
+"""The pieces of the local runner: optimizer, sharded state, train step.
+
+Built from the same parts T5X uses — a `jax.sharding.Mesh` with ("data",
+"model") axes, the logical axis rules in `partitioning.py`, optax, orbax —
+so a model that trains here shards the same way under `t5x.train`.
+"""
+
+import dataclasses
+import logging
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import flax
+import flax.linen as nn
+from flax.linen import partitioning as nn_partitioning
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from rembert_t5x import partitioning
+
+PyTree = Any
+P = jax.sharding.PartitionSpec
+
+
+# ----------------------------------------------------------------------------
+# Optimizer: BERT's AdamW with warm-up, linear decay and clipping.
+# ----------------------------------------------------------------------------
+
+
+def learning_rate_schedule(learning_rate: float, warmup_steps: int,
+                           total_steps: int) -> optax.Schedule:
+  """Linear warm-up to `learning_rate`, then linear decay to 0 (BERT)."""
+  warmup_steps = max(0, min(warmup_steps, total_steps))
+  warmup = optax.linear_schedule(0.0, learning_rate, max(warmup_steps, 1))
+  decay = optax.linear_schedule(learning_rate, 0.0,
+                                max(total_steps - warmup_steps, 1))
+  return optax.join_schedules([warmup, decay], [warmup_steps])
+
+
+def _decay_mask(params: PyTree) -> PyTree:
+  """Weight decay on kernels and embeddings only, not biases or LayerNorms.
+
+  This is BERT's (and the RemBERT code's) exclusion list.
+  """
+  flat = flax.traverse_util.flatten_dict(params)
+  mask = {k: not (k[-1] in ("bias", "scale", "decoder_bias")
+                  or any("layer_norm" in part for part in k))
+          for k in flat}
+  return flax.traverse_util.unflatten_dict(mask)
+
+
+def make_optimizer(
+    learning_rate: float,
+    total_steps: int,
+    warmup_steps: int = 0,
+    weight_decay: float = 0.01,
+    clip_norm: Optional[float] = 1.0,
+    b1: float = 0.9,
+    b2: float = 0.999,
+    eps: float = 1e-6,
+) -> tuple[optax.GradientTransformation, optax.Schedule]:
+  """AdamW (paper Table 14 defaults) with global-norm clipping."""
+  schedule = learning_rate_schedule(learning_rate, warmup_steps, total_steps)
+  parts = []
+  if clip_norm:
+    parts.append(optax.clip_by_global_norm(clip_norm))
+  parts.append(optax.adamw(schedule, b1=b1, b2=b2, eps=eps,
+                           weight_decay=weight_decay, mask=_decay_mask))
+  return optax.chain(*parts), schedule
+
+
+# ----------------------------------------------------------------------------
+# Mesh and shardings.
+# ----------------------------------------------------------------------------
+
+
+def make_mesh(mesh_shape: Sequence[int] = (-1, 1),
+              devices: Optional[Sequence[Any]] = None) -> jax.sharding.Mesh:
+  """A ("data", "model") mesh over local devices; -1 takes the rest."""
+  devices = list(devices if devices is not None else jax.devices())
+  data, model = mesh_shape
+  if data == -1 and model == -1:
+    raise ValueError("mesh_shape: at most one of (data, model) may be -1")
+  if data == -1:
+    data = len(devices) // model
+  if model == -1:
+    model = len(devices) // data
+  if data * model != len(devices) and data * model > len(devices):
+    raise ValueError(f"mesh_shape {tuple(mesh_shape)} needs {data * model} "
+                     f"devices; {len(devices)} are available")
+  grid = np.asarray(devices[: data * model]).reshape(data, model)
+  return jax.sharding.Mesh(grid, ("data", "model"))
+
+
+def logical_specs(params_axes: PyTree) -> PyTree:
+  """Logical PartitionSpecs for the params from the `params_axes` collection."""
+  return flax.core.unfreeze(nn_partitioning.get_axis_names(params_axes))
+
+
+def param_shardings(params_axes: PyTree, mesh: jax.sharding.Mesh,
+                    rules: Sequence[tuple[str, Any]],
+                    shapes: Optional[PyTree] = None) -> PyTree:
+  """NamedShardings from the logical axes.
+
+  With `shapes`, a dimension that its mesh axes do not divide evenly (the
+  250,300-row vocabulary over 8 model shards, say) is replicated instead, with
+  a log line; JAX refuses uneven shardings, and we keep the vocabulary unpadded
+  so checkpoints match the paper and Hugging Face exactly.
+  """
+  shardings = nn.logical_to_mesh_sharding(logical_specs(params_axes), mesh,
+                                          rules)
+  if shapes is None:
+    return shardings
+
+  def fit(sharding, shape):
+    spec = list(sharding.spec) + [None] * (len(shape.shape) - len(sharding.spec))
+    for i, axis in enumerate(spec):
+      if axis is None:
+        continue
+      names = axis if isinstance(axis, tuple) else (axis,)
+      size = int(np.prod([mesh.shape[n] for n in names]))
+      if shape.shape[i] % size:
+        logging.info("dimension %d of a %s parameter is not divisible by mesh "
+                     "axes %s (size %d); replicating it", i, shape.shape,
+                     names, size)
+        spec[i] = None
+    return jax.sharding.NamedSharding(mesh, P(*spec))
+
+  return jax.tree_util.tree_map(fit, shardings, shapes)
+
+
+def batch_sharding(mesh: jax.sharding.Mesh) -> jax.sharding.NamedSharding:
+  return jax.sharding.NamedSharding(mesh, P("data"))
+
+
+# ----------------------------------------------------------------------------
+# Train state and step.
+# ----------------------------------------------------------------------------
+
+
+@flax.struct.dataclass
+class TrainState:
+  step: jax.Array
+  params: PyTree
+  opt_state: PyTree
+
+
+def init_train_state(
+    model, tx: optax.GradientTransformation, rng: jax.Array,
+    input_shapes: Mapping[str, tuple[int, ...]], mesh: jax.sharding.Mesh,
+    rules: Sequence[tuple[str, Any]],
+    init_params_fn: Optional[Callable[[PyTree], PyTree]] = None,
+) -> tuple[TrainState, PyTree]:
+  """Initialises params (sharded by their logical axes) and optimizer state.
+
+  Args:
+    model: a `models.RemBert*Model`.
+    tx: the optimizer.
+    rng: init key.
+    input_shapes: model feature shapes (e.g. {"input_tokens": (B, L)}).
+    mesh: the device mesh.
+    rules: logical axis rules.
+    init_params_fn: optional host-side function that replaces freshly
+      initialised params (e.g. loading a pre-trained encoder).
+
+  Returns:
+    The state and its sharding tree.
+  """
+  abstract = jax.eval_shape(
+      lambda r: model.get_initial_variables(r, input_shapes), rng)
+  p_shardings = param_shardings(abstract["params_axes"], mesh, rules,
+                                shapes=abstract["params"])
+  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+    params = jax.jit(
+        lambda r: model.get_initial_variables(r, input_shapes)["params"],
+        out_shardings=p_shardings)(rng)
+  if init_params_fn is not None:
+    params = init_params_fn(jax.device_get(params))
+    params = jax.device_put(params, p_shardings)
+  replicated = jax.sharding.NamedSharding(mesh, P())
+  with jax.set_mesh(mesh):
+    opt_state = jax.jit(tx.init)(params)
+  opt_state = jax.tree_util.tree_map(
+      lambda x: x if len(x.sharding.device_set) == mesh.size
+      else jax.device_put(x, replicated), opt_state)
+  step = jax.device_put(jnp.zeros((), jnp.int32), replicated)
+  state = TrainState(step=step, params=params, opt_state=opt_state)
+  shardings = jax.tree_util.tree_map(lambda x: x.sharding, state)
+  return state, shardings
+
+
+def _split_microbatches(batch, num):
+  return jax.tree_util.tree_map(
+      lambda x: x.reshape((num, x.shape[0] // num) + x.shape[1:]), batch)
+
+
+def make_train_step(model, tx: optax.GradientTransformation,
+                    schedule: optax.Schedule, grad_accum_steps: int = 1,
+                    skip_nonfinite: bool = False):
+  """A jittable `(state, batch, rng) -> (state, metrics)`.
+
+  With `grad_accum_steps > 1` the batch is split into that many micro
+  batches whose gradients are averaged (a `lax.scan`, so memory is that of
+  one micro batch). With `skip_nonfinite`, a step whose loss or gradient is
+  NaN/inf leaves params and optimizer state unchanged (the step counter still
+  advances, so the data order stays that of an uninterrupted run).
+  """
+
+  def loss_and_grads(params, batch, rng):
+    def loss_fn(p):
+      loss, metrics = model.loss_fn(p, batch, rng)
+      return loss, {k: m.compute() for k, m in metrics.items()}
+    (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+    return loss, metrics, grads
+
+  def train_step(state: TrainState, batch, rng):
+    rng = jax.random.fold_in(rng, state.step)
+    if grad_accum_steps == 1:
+      loss, metrics, grads = loss_and_grads(state.params, batch, rng)
+    else:
+      micro = _split_microbatches(batch, grad_accum_steps)
+
+      def body(carry, xs):
+        i, mb = xs
+        loss, metrics, grads = loss_and_grads(
+            state.params, mb, jax.random.fold_in(rng, i))
+        acc = jax.tree_util.tree_map(jnp.add, carry, (loss, metrics, grads))
+        return acc, None
+
+      zeros = jax.tree_util.tree_map(
+          jnp.zeros_like,
+          jax.eval_shape(lambda: loss_and_grads(
+              state.params, jax.tree_util.tree_map(lambda x: x[0], micro), rng)))
+      total, _ = jax.lax.scan(
+          body, zeros, (jnp.arange(grad_accum_steps), micro))
+      loss, metrics, grads = jax.tree_util.tree_map(
+          lambda x: x / grad_accum_steps, total)
+    grad_norm = optax.global_norm(grads)
+    updates, opt_state = tx.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+    if skip_nonfinite:
+      keep = lambda new, old: jnp.where(finite, new, old)
+      params = jax.tree_util.tree_map(keep, params, state.params)
+      opt_state = jax.tree_util.tree_map(keep, opt_state, state.opt_state)
+    metrics = dict(metrics, loss=loss, grad_norm=grad_norm,
+                   learning_rate=schedule(state.step), finite=finite)
+    new_state = TrainState(step=state.step + 1, params=params,
+                           opt_state=opt_state)
+    return new_state, metrics
+
+  return train_step
+
+
+def jit_train_step(train_step, state_shardings, mesh, rules):
+  """Jits the step with sharded state and batch; the old state is donated."""
+  data = batch_sharding(mesh)
+  jitted = jax.jit(train_step,
+                   in_shardings=(state_shardings, data, None),
+                   out_shardings=(state_shardings, None),
+                   donate_argnums=(0,))
+
+  def run(state, batch, rng):
+    with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+      return jitted(state, batch, rng)
+
+  return run
+
+
+def default_rules() -> list[tuple[str, Any]]:
+  return partitioning.logical_axis_rules()
+
+
+@dataclasses.dataclass
+class ThroughputMeter:
+  """Tokens per second over the last logging period."""
+
+  tokens: float = 0.0
+  seconds: float = 0.0
+
+  def add(self, tokens: float, seconds: float):
+    self.tokens += tokens
+    self.seconds += seconds
+
+  def rate(self) -> float:
+    return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+  def reset(self):
+    self.tokens = self.seconds = 0.0

@@ -1,0 +1,94 @@
+"""PAN-X (WikiANN NER): train on English, evaluate zero-shot on 40 languages.
+
+Registered names (prefix "rembert_" by default):
+
+  rembert_panx_train_en   WikiANN English train (TFDS `wikiann/en:1.0.0`).
+  rembert_panx_{lang}     validation / test of `wikiann/{lang}:1.0.0`, one
+                          task per XTREME language, English included.
+  rembert_panx_zeroshot   the training task plus every evaluation task.
+
+Local-file copies read XTREME's `panx/{split}-{lang}.tsv` (`token<TAB>tag`,
+blank line between sentences; a raw "{lang}:" token prefix is stripped)
+under the prefix "rembert_local_"; registered on import when
+$REMBERT_XTREME_DIR is set.
+
+Words are labelled on their first sub-token (xtreme_preprocessors.
+align_word_tags). The model predicts one tag id per sub-token position;
+the postprocessor reads them back per word, and words cut by truncation are
+predicted "O". Metric: entity-level F1 (seqeval, IOB2), percent.
+"""
+
+import functools
+import os
+from typing import List, Optional, Sequence
+
+import seqio
+
+from rembert_t5x import metrics
+from rembert_t5x import xtreme_preprocessors as xp
+from rembert_t5x import xtreme_readers
+
+PANX_LANGUAGES = (
+    "af", "ar", "bg", "bn", "de", "el", "en", "es", "et", "eu", "fa", "fi",
+    "fr", "he", "hi", "hu", "id", "it", "ja", "jv", "ka", "kk", "ko", "ml",
+    "mr", "ms", "my", "nl", "pt", "ru", "sw", "ta", "te", "th", "tl", "tr",
+    "ur", "vi", "yo", "zh")
+# TFDS `wikiann` ClassLabel order; local files are mapped to these ids.
+LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC")
+XTREME_DIR_ENV = "REMBERT_XTREME_DIR"
+
+
+def _register(source_for, vocabulary, prefix, languages) -> List[str]:
+  vocabulary = vocabulary or xp.DefaultVocabulary()
+  common = dict(
+      output_features=xp.tagging_output_features(vocabulary, len(LABELS)),
+      preprocessors=[functools.partial(xp.align_word_tags,
+                                       num_tags=len(LABELS))],
+      postprocess_fn=xp.TaggingPostprocessor(LABELS, fill_tag="O"),
+      metric_fns=[metrics.entity_f1_metric])
+  train_name = f"{prefix}panx_train_en"
+  xp.add_task(train_name, source=source_for("train", "en"), **common)
+  names = [train_name]
+  for lang in languages:
+    name = f"{prefix}panx_{lang}"
+    xp.add_task(name, source=source_for("eval", lang), **common)
+    names.append(name)
+  xp.add_mixture(f"{prefix}panx_zeroshot", names)
+  return names
+
+
+def register_panx(vocabulary: Optional[seqio.Vocabulary] = None,
+                  prefix: str = "rembert_",
+                  languages: Sequence[str] = PANX_LANGUAGES) -> List[str]:
+  """Registers the TFDS-backed PAN-X tasks and mixture; returns names."""
+
+  def source_for(role, lang):
+    splits = ("train",) if role == "train" else ("validation", "test")
+    return seqio.TfdsDataSource(f"wikiann/{lang}:1.0.0", splits=splits)
+
+  return _register(source_for, vocabulary, prefix, languages)
+
+
+def register_panx_local(data_dir: str,
+                        vocabulary: Optional[seqio.Vocabulary] = None,
+                        prefix: str = "rembert_local_",
+                        languages: Sequence[str] = PANX_LANGUAGES
+                        ) -> List[str]:
+  """Registers PAN-X tasks over XTREME's `{data_dir}/panx/*.tsv` files."""
+
+  def source_for(role, lang):
+    path = functools.partial(xtreme_readers.xtreme_split_file, data_dir,
+                             "panx", lang=lang)
+    if role == "train":
+      paths = {"train": path("train")}
+    else:
+      paths = {"validation": path("dev"), "test": path("test")}
+    return xtreme_readers.tagging_source(paths, LABELS,
+                                         strip_prefix=f"{lang}:")
+
+  return _register(source_for, vocabulary, prefix, languages)
+
+
+register_panx()
+if os.environ.get(XTREME_DIR_ENV):
+  register_panx_local(os.environ[XTREME_DIR_ENV])

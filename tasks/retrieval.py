@@ -1,0 +1,125 @@
+"""Sentence retrieval (Tatoeba, BUCC 2018): no fine-tuning, pooled encodings.
+
+Each task yields one example per sentence, `[CLS] sentence [SEP]`, with
+`targets = [side, index]` (side 0 = the non-English sentence, 1 = English;
+index = the pair / row number). The model returns one pooled embedding per
+example (XTREME mean-pools an intermediate layer; the model class decides)
+and the metric compares the two sides.
+
+Registered names (prefix "rembert_" by default):
+
+  rembert_tatoeba_{lang}     TFDS `tatoeba/tatoeba_{lang}:1.0.0` (its only
+                             split, "train", is the Tatoeba test set; exposed
+                             here as "test"), 36 XTREME languages.
+  rembert_tatoeba_zeroshot   all Tatoeba tasks.
+  Metric: accuracy (percent) of cosine nearest neighbour, English queries
+  against the other language, as XTREME.
+
+Local-file copies (prefix "rembert_local_"; registered on import when
+$REMBERT_XTREME_DIR is set):
+
+  rembert_local_tatoeba_{lang}   LASER files `tatoeba/tatoeba.{xxx}-eng.*`.
+  rembert_local_bucc_{lang}      XTREME's `bucc2018/{lang}-en.dev.*` files,
+                                 split "validation" (de fr ru zh); metric:
+                                 ratio-margin mining (k = 4) and F1 at the
+                                 threshold that is best on the gold, as
+                                 XTREME does on BUCC dev. XTREME deletes the
+                                 test gold, so test scoring needs a threshold
+                                 from dev and the official gold files.
+
+BUCC is not registered from TFDS: `bucc:1.0.0` keeps only the gold pairs,
+without the distractor sentences mining is about.
+"""
+
+import os
+from typing import List, Mapping, Optional
+
+import seqio
+
+from rembert_t5x import xtreme_preprocessors as xp
+from rembert_t5x import xtreme_readers
+
+# XTREME's 36 Tatoeba languages: ISO 639-1 -> LASER's ISO 639-3 file code.
+TATOEBA_LANGUAGES = {
+    "af": "afr", "ar": "ara", "bg": "bul", "bn": "ben", "de": "deu",
+    "el": "ell", "es": "spa", "et": "est", "eu": "eus", "fa": "pes",
+    "fi": "fin", "fr": "fra", "he": "heb", "hi": "hin", "hu": "hun",
+    "id": "ind", "it": "ita", "ja": "jpn", "jv": "jav", "ka": "kat",
+    "kk": "kaz", "ko": "kor", "ml": "mal", "mr": "mar", "nl": "nld",
+    "pt": "por", "ru": "rus", "sw": "swh", "ta": "tam", "te": "tel",
+    "th": "tha", "tl": "tgl", "tr": "tur", "ur": "urd", "vi": "vie",
+    "zh": "cmn",
+}
+BUCC_LANGUAGES = ("de", "fr", "ru", "zh")
+XTREME_DIR_ENV = "REMBERT_XTREME_DIR"
+
+
+def _add(name, source, vocabulary, preprocessors, metric) -> str:
+  xp.add_task(
+      name, source=source,
+      output_features=xp.retrieval_output_features(vocabulary),
+      preprocessors=[*preprocessors, xp.encode_single_sentence],
+      postprocess_fn=xp.retrieval_postprocessor,
+      metric_fns=[metric])
+  return name
+
+
+def register_tatoeba(vocabulary: Optional[seqio.Vocabulary] = None,
+                     prefix: str = "rembert_",
+                     languages: Mapping[str, str] = TATOEBA_LANGUAGES
+                     ) -> List[str]:
+  """Registers the TFDS-backed Tatoeba tasks and mixture; returns names."""
+  vocabulary = vocabulary or xp.DefaultVocabulary()
+  names = []
+  for lang in languages:
+    source = seqio.TfdsDataSource(f"tatoeba/tatoeba_{lang}:1.0.0",
+                                  splits={"test": "train"})
+    names.append(_add(f"{prefix}tatoeba_{lang}", source, vocabulary,
+                      [xp.split_parallel_pairs], xp.tatoeba_metric))
+  xp.add_mixture(f"{prefix}tatoeba_zeroshot", names)
+  return names
+
+
+def register_tatoeba_local(data_dir: str,
+                           vocabulary: Optional[seqio.Vocabulary] = None,
+                           prefix: str = "rembert_local_",
+                           languages: Mapping[str, str] = TATOEBA_LANGUAGES
+                           ) -> List[str]:
+  """Registers Tatoeba tasks over LASER files in `{data_dir}/tatoeba/`.
+
+  `languages` maps each task's language code to the file code, e.g.
+  {"de": "deu"}; any code the files use works.
+  """
+  vocabulary = vocabulary or xp.DefaultVocabulary()
+  names = []
+  for lang, lang3 in languages.items():
+    source = xtreme_readers.parallel_source(
+        *xtreme_readers.tatoeba_files(data_dir, lang3), split="test")
+    names.append(_add(f"{prefix}tatoeba_{lang}", source, vocabulary, [],
+                      xp.tatoeba_metric))
+  xp.add_mixture(f"{prefix}tatoeba_zeroshot", names)
+  return names
+
+
+def register_bucc_local(data_dir: str,
+                        vocabulary: Optional[seqio.Vocabulary] = None,
+                        prefix: str = "rembert_local_",
+                        languages=BUCC_LANGUAGES) -> List[str]:
+  """Registers BUCC 2018 dev tasks over `{data_dir}/bucc2018/` files."""
+  vocabulary = vocabulary or xp.DefaultVocabulary()
+  names = []
+  for lang in languages:
+    files = xtreme_readers.bucc_files(data_dir, lang, "dev")
+    source = xtreme_readers.bucc_source(files["source"], files["target"],
+                                        split="validation")
+    metric = xp.BuccMetric(files["source"], files["target"], files["gold"])
+    names.append(_add(f"{prefix}bucc_{lang}", source, vocabulary, [],
+                      metric))
+  xp.add_mixture(f"{prefix}bucc_zeroshot", names)
+  return names
+
+
+register_tatoeba()
+if os.environ.get(XTREME_DIR_ENV):
+  register_tatoeba_local(os.environ[XTREME_DIR_ENV])
+  register_bucc_local(os.environ[XTREME_DIR_ENV])

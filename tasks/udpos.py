@@ -1,0 +1,123 @@
+"""UD-POS: train on English Universal Dependencies, evaluate on 33 languages.
+
+Registered names (prefix "rembert_" by default):
+
+  rembert_udpos_train_en   English UD train (TFDS `xtreme_pos/xtreme_pos_en`).
+  rembert_udpos_{lang}     the language's dev ("validation") and test splits,
+                           one task per XTREME language, English included.
+  rembert_udpos_zeroshot   the training task plus every evaluation task.
+
+TFDS facts (tensorflow-datasets 4.9.10, `xtreme_pos:1.0.0`, UD v2.5; XTREME's
+own script uses v2.7):
+  - configs are named `xtreme_pos_{lang}` and the splits "train", "dev",
+    "test";
+  - its language table swaps Tagalog and Tamil (`xtreme_pos_ta` reads the
+    Tagalog treebanks, `xtreme_pos_tl` the Tamil ones), so the tasks here
+    map ta <-> tl to get the right data;
+  - Tagalog, Thai and Yoruba have only a test split, Kazakh train and test.
+Local-file copies read XTREME's `udpos/{split}-{lang}.tsv` (`word<TAB>UPOS`,
+blank line between sentences) under the prefix "rembert_local_", with
+validation and test splits; registered on import when $REMBERT_XTREME_DIR is
+set.
+
+The model predicts one tag id per sub-token position (first sub-token of
+each word is scored). Metric: accuracy over words (percent); words cut by
+truncation count as wrong.
+"""
+
+import functools
+import os
+from typing import List, Optional, Sequence
+
+import seqio
+
+from rembert_t5x import xtreme_preprocessors as xp
+from rembert_t5x import xtreme_readers
+
+UDPOS_LANGUAGES = (
+    "af", "ar", "bg", "de", "el", "en", "es", "et", "eu", "fa", "fi", "fr",
+    "he", "hi", "hu", "id", "it", "ja", "kk", "ko", "mr", "nl", "pt", "ru",
+    "ta", "te", "th", "tl", "tr", "ur", "vi", "yo", "zh")
+# TFDS UPOS ClassLabel order (its last name "_" never occurs: xtreme_pos
+# drops such words).
+LABELS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM",
+          "PART", "PRON", "PROPN", "PUNCT", "SCONJ", "SYM", "VERB", "X", "_")
+# See the module docstring: TFDS 4.9.10 swaps these two configs.
+TFDS_CONFIG_LANGUAGE = {"ta": "tl", "tl": "ta"}
+# Our split name -> TFDS split, where a language lacks some.
+TFDS_EVAL_SPLITS = {
+    "tl": {"test": "test"},
+    "th": {"test": "test"},
+    "yo": {"test": "test"},
+    "kk": {"test": "test"},
+}
+DEFAULT_EVAL_SPLITS = {"validation": "dev", "test": "test"}
+XTREME_DIR_ENV = "REMBERT_XTREME_DIR"
+
+
+def tfds_name(lang: str) -> str:
+  """TFDS name holding the UD treebanks of `lang` (ISO 639-1)."""
+  config = TFDS_CONFIG_LANGUAGE.get(lang, lang)
+  return f"xtreme_pos/xtreme_pos_{config}:1.0.0"
+
+
+def _register(source_for, vocabulary, prefix, languages,
+              extra_preprocessors) -> List[str]:
+  vocabulary = vocabulary or xp.DefaultVocabulary()
+  common = dict(
+      output_features=xp.tagging_output_features(vocabulary, len(LABELS)),
+      preprocessors=[*extra_preprocessors,
+                     functools.partial(xp.align_word_tags,
+                                       num_tags=len(LABELS))],
+      postprocess_fn=xp.TaggingPostprocessor(LABELS, fill_tag=None),
+      metric_fns=[xp.word_accuracy])
+  train_name = f"{prefix}udpos_train_en"
+  xp.add_task(train_name, source=source_for("train", "en"), **common)
+  names = [train_name]
+  for lang in languages:
+    name = f"{prefix}udpos_{lang}"
+    xp.add_task(name, source=source_for("eval", lang), **common)
+    names.append(name)
+  xp.add_mixture(f"{prefix}udpos_zeroshot", names)
+  return names
+
+
+def register_udpos(vocabulary: Optional[seqio.Vocabulary] = None,
+                   prefix: str = "rembert_",
+                   languages: Sequence[str] = UDPOS_LANGUAGES) -> List[str]:
+  """Registers the TFDS-backed UD-POS tasks and mixture; returns names."""
+
+  def source_for(role, lang):
+    if role == "train":
+      splits = {"train": "train"}
+    else:
+      splits = TFDS_EVAL_SPLITS.get(lang, DEFAULT_EVAL_SPLITS)
+    return seqio.TfdsDataSource(tfds_name(lang), splits=splits)
+
+  rekey = functools.partial(seqio.preprocessors.rekey,
+                            key_map={"tokens": "tokens", "tags": "upos"})
+  return _register(source_for, vocabulary, prefix, languages, [rekey])
+
+
+def register_udpos_local(data_dir: str,
+                         vocabulary: Optional[seqio.Vocabulary] = None,
+                         prefix: str = "rembert_local_",
+                         languages: Sequence[str] = UDPOS_LANGUAGES
+                         ) -> List[str]:
+  """Registers UD-POS tasks over XTREME's `{data_dir}/udpos/*.tsv` files."""
+
+  def source_for(role, lang):
+    path = functools.partial(xtreme_readers.xtreme_split_file, data_dir,
+                             "udpos", lang=lang)
+    if role == "train":
+      paths = {"train": path("train")}
+    else:
+      paths = {"validation": path("dev"), "test": path("test")}
+    return xtreme_readers.tagging_source(paths, LABELS)
+
+  return _register(source_for, vocabulary, prefix, languages, [])
+
+
+register_udpos()
+if os.environ.get(XTREME_DIR_ENV):
+  register_udpos_local(os.environ[XTREME_DIR_ENV])

@@ -1,0 +1,183 @@
+"""The T5X model adapters: init, losses, gradients, predictions, fine-tune init."""
+
+import dataclasses
+
+from clu import metrics as clu_metrics
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rembert_t5x import configs
+from rembert_t5x import models
+from rembert_t5x import network
+from tests import test_utils
+
+B, L = 3, 12
+CFG = test_utils.TINY_CONFIG
+
+
+def _base_batch(seed=0):
+  rng = np.random.default_rng(seed)
+  tokens = rng.integers(5, CFG.vocab_size, (B, L)).astype(np.int32)
+  tokens[:, 0] = 2
+  segment_ids = np.ones((B, L), np.int32)
+  segment_ids[1, 9:] = 0
+  tokens[segment_ids == 0] = 0
+  token_types = np.zeros((B, L), np.int32)
+  token_types[:, 5:] = 1
+  positions = np.broadcast_to(np.arange(L, dtype=np.int32), (B, L)).copy()
+  return rng, {"input_tokens": tokens, "token_types": token_types,
+               "segment_ids": segment_ids, "positions": positions}
+
+
+def _mlm_batch(seed=0):
+  rng, batch = _base_batch(seed)
+  weights = (rng.random((B, L)) < 0.25).astype(np.float32) * (batch["segment_ids"] > 0)
+  batch.update(targets=rng.integers(5, CFG.vocab_size, (B, L)).astype(np.int32),
+               weights=weights)
+  return batch
+
+
+def _init(model):
+  shapes = {k: (B, L) for k in ("input_tokens", "token_types", "segment_ids", "positions")}
+  variables = model.get_initial_variables(jax.random.PRNGKey(0), shapes)
+  assert set(variables) == {"params", "params_axes"}
+  return variables["params"]
+
+
+def _check_loss(model, params, batch):
+  loss, metrics = model.loss_fn(params, batch, dropout_rng=None)
+  assert np.isfinite(loss)
+  for name, metric in metrics.items():
+    assert isinstance(metric, clu_metrics.Metric), name
+    assert np.isfinite(metric.compute()), name
+  grads = jax.grad(lambda p: model.loss_fn(p, batch, None)[0])(params)
+  norms = [float(jnp.linalg.norm(g)) for g in jax.tree_util.tree_leaves(grads)]
+  assert all(np.isfinite(norms)) and sum(norms) > 0
+  eval_loss, _ = model.eval_fn(params, batch)
+  np.testing.assert_allclose(eval_loss, loss)
+  return loss, metrics
+
+
+def test_mlm_model():
+  model = models.RemBertMLMModel(network.RemBertForMaskedLM(CFG))
+  params = _init(model)
+  batch = _mlm_batch()
+  loss, metrics = _check_loss(model, params, batch)
+  # The loss is the mean cross entropy over weighted positions: near log(V)
+  # at initialisation.
+  assert abs(float(loss) - np.log(CFG.vocab_size)) < 1.0
+  assert float(metrics["mlm/num_predictions"].compute()) == batch["weights"].sum()
+  preds = model.predict_batch(params, batch)
+  assert preds.shape == (B, L)
+  scores = model.score_batch(params, batch)
+  assert scores.shape == (B,) and np.all(np.asarray(scores) <= 0)
+
+
+def test_mlm_gathered_head_gives_the_same_loss_and_gradients():
+  full = models.RemBertMLMModel(network.RemBertForMaskedLM(CFG))
+  gathered = models.RemBertMLMModel(network.RemBertForMaskedLM(CFG),
+                                    max_predictions_per_seq=6)
+  params = _init(full)
+  batch = _mlm_batch()
+  assert batch["weights"].sum(-1).max() <= 6
+  loss_full, _ = full.loss_fn(params, batch)
+  loss_g, metrics = gathered.loss_fn(params, batch)
+  np.testing.assert_allclose(loss_g, loss_full, rtol=1e-6)
+  assert float(metrics["mlm/dropped_predictions"].compute()) == 0
+  g_full = jax.grad(lambda p: full.loss_fn(p, batch)[0])(params)
+  g_gath = jax.grad(lambda p: gathered.loss_fn(p, batch)[0])(params)
+  for a, b in zip(jax.tree_util.tree_leaves(g_full), jax.tree_util.tree_leaves(g_gath)):
+    np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_mlm_gather_overflow_is_counted():
+  model = models.RemBertMLMModel(network.RemBertForMaskedLM(CFG),
+                                 max_predictions_per_seq=1)
+  params = _init(model)
+  batch = _mlm_batch()
+  _, metrics = model.loss_fn(params, batch)
+  assert float(metrics["mlm/dropped_predictions"].compute()) == batch["weights"].sum() - np.minimum(batch["weights"].sum(-1), 1).sum()
+
+
+def test_pair_classification_model():
+  model = models.RemBertPairClassificationModel(
+      network.RemBertForSequenceClassification(CFG, num_classes=3))
+  params = _init(model)
+  _, batch = _base_batch()
+  batch["label"] = np.array([0, 2, 1], np.int32)
+  _check_loss(model, params, batch)
+  preds = model.predict_batch(params, batch)
+  assert preds.shape == (B, 1) and set(np.asarray(preds).ravel()) <= {0, 1, 2}
+
+
+def test_tagging_model():
+  model = models.RemBertTaggingModel(
+      network.RemBertForTokenClassification(CFG, num_classes=7))
+  params = _init(model)
+  rng, batch = _base_batch()
+  batch["targets"] = rng.integers(0, 7, (B, L)).astype(np.int32)
+  batch["weights"] = (rng.random((B, L)) < 0.5).astype(np.float32)
+  _check_loss(model, params, batch)
+  assert model.predict_batch(params, batch).shape == (B, L)
+
+
+def test_qa_model_predicts_spans_inside_the_context():
+  model = models.RemBertQAModel(network.RemBertForQuestionAnswering(CFG),
+                                max_answer_length=3)
+  params = _init(model)
+  _, batch = _base_batch()
+  batch["start_positions"] = np.array([6, 0, 7], np.int32)
+  batch["end_positions"] = np.array([7, 0, 8], np.int32)
+  _check_loss(model, params, batch)
+  spans, aux = model.predict_batch_with_aux(params, batch)
+  spans = np.asarray(spans)
+  assert spans.shape == (B, 2)
+  last_real = batch["segment_ids"].sum(-1) - 1
+  for (s, e), last in zip(spans, last_real):
+    assert 5 <= s <= e < s + 3 and e < last
+  assert aux["score"].shape == (B,)
+
+
+def test_best_spans_brute_force():
+  rng = np.random.default_rng(3)
+  start, end = rng.normal(size=(4, 9)), rng.normal(size=(4, 9))
+  mask = rng.random((4, 9)) < 0.7
+  spans, scores = models.best_spans(jnp.asarray(start), jnp.asarray(end),
+                                    jnp.asarray(mask), max_answer_length=4)
+  for b in range(4):
+    cands = [(start[b, i] + end[b, j], i, j) for i in range(9) for j in range(i, min(i + 4, 9))
+             if mask[b, i] and mask[b, j]]
+    best = max(cands)
+    assert tuple(np.asarray(spans[b])) == best[1:]
+    np.testing.assert_allclose(scores[b], best[0], rtol=1e-6)
+
+
+def test_finetuning_init_drops_the_output_embedding_and_extra_layers():
+  cfg = dataclasses.replace(CFG, num_pretraining_only_layers=2)
+  mlm = models.RemBertMLMModel(network.RemBertForMaskedLM(cfg))
+  pretrained = _init(mlm)
+  cls = models.RemBertPairClassificationModel(
+      network.RemBertForSequenceClassification(cfg, num_classes=3))
+  initial = _init(cls)
+  params = models.finetuning_params_from_pretraining(pretrained, initial, cfg.num_layers)
+  assert "mlm_head" not in params
+  assert sorted(k for k in params["encoder"] if k.startswith("layers_")) == ["layers_0", "layers_1"]
+  np.testing.assert_array_equal(
+      params["encoder"]["layers_1"]["mlp"]["wi"]["kernel"],
+      pretrained["encoder"]["layers_1"]["mlp"]["wi"]["kernel"])
+  encoder_count = sum(np.size(x) for x in jax.tree_util.tree_leaves(params["encoder"]))
+  assert encoder_count == configs.count_parameters(cfg)["finetuning_params"]
+  _, batch = _base_batch()
+  batch["label"] = np.array([0, 2, 1], np.int32)
+  assert np.isfinite(cls.loss_fn(params, batch)[0])
+
+
+def test_finetuning_init_rejects_another_architecture():
+  other = dataclasses.replace(CFG, emb_dim=64, head_dim=16)
+  pretrained = _init(models.RemBertMLMModel(network.RemBertForMaskedLM(other)))
+  initial = _init(models.RemBertPairClassificationModel(
+      network.RemBertForSequenceClassification(CFG, num_classes=3)))
+  with pytest.raises(ValueError, match="pre-trained parameter encoder/.* has shape"):
+    models.finetuning_params_from_pretraining(pretrained, initial, CFG.num_layers)

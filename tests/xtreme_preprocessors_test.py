@@ -1,0 +1,279 @@
+"""Tests for rembert_t5x.xtreme_preprocessors on hand-made fixtures."""
+
+import numpy as np
+import pytest
+import seqio
+import tensorflow as tf
+
+from rembert_t5x import vocabulary
+from rembert_t5x import xtreme_preprocessors as xp
+
+CORPUS = """Angela Merkel spoke in Berlin yesterday .
+The cat sat on the mat and looked at the dog .
+A dog runs through the park every morning .
+Paris is the capital of France .
+John Smith works for the United Nations in New York .
+Der Hund läuft jeden Morgen durch den Park .
+Die Katze sitzt auf der Matte .
+Le chat est assis sur le tapis .
+Maria sagte , sie wisse nicht , wo Tom sei .
+Tom and Mary say they do not want to sing with us anymore .""".splitlines()
+
+
+def train_tiny_vocab(directory) -> vocabulary.RemBertVocabulary:
+  """An 80-piece vocabulary: small enough that words split into pieces."""
+  corpus = directory / "corpus.txt"
+  corpus.write_text("\n".join(CORPUS * 3) + "\n", encoding="utf-8")
+  path = vocabulary.train_sentencepiece(
+      {"xx": [str(corpus)]}, str(directory / "tiny"), vocab_size=80,
+      max_sentences=100, character_coverage=1.0)
+  return vocabulary.RemBertVocabulary(path)
+
+
+@pytest.fixture(scope="module")
+def vocab(tmp_path_factory):
+  return train_tiny_vocab(tmp_path_factory.mktemp("spm"))
+
+
+def _features(vocab):
+  return {"input_tokens": seqio.Feature(vocab, add_eos=False)}
+
+
+def _run(preprocessor, ex, vocab, length, **kwargs):
+  """Runs a map preprocessor eagerly and inside tf.data; checks they agree."""
+  eager = preprocessor.__wrapped__(
+      {k: tf.constant(v) for k, v in ex.items()},
+      sequence_length={"input_tokens": length},
+      output_features=_features(vocab), **kwargs)
+  eager = {k: v.numpy() for k, v in eager.items()}
+  ds = preprocessor(tf.data.Dataset.from_tensors(ex),
+                    sequence_length={"input_tokens": length},
+                    output_features=_features(vocab), **kwargs)
+  (graph,) = list(ds.as_numpy_iterator())
+  assert eager.keys() == graph.keys()
+  for key in eager:
+    np.testing.assert_array_equal(eager[key], graph[key])
+  return graph
+
+
+def _bert_truncate(len_a, len_b, budget):
+  """BERT's `_truncate_seq_pair` loop, for reference."""
+  while len_a + len_b > budget:
+    if len_a > len_b:
+      len_a -= 1
+    else:
+      len_b -= 1
+  return len_a, len_b
+
+
+def test_pair_truncation_matches_bert_loop():
+  for budget in (0, 1, 4, 7):
+    for len_a in range(0, 10, 1):
+      for len_b in (0, 1, 3, 4, 9):
+        kept = xp.pair_truncation_lengths(len_a, len_b, budget)
+        assert tuple(int(k) for k in kept) == _bert_truncate(
+            len_a, len_b, budget), (len_a, len_b, budget)
+
+
+def test_encode_sentence_pair(vocab):
+  ex = {"sentence1": "The cat sat .", "sentence2": "Die Katze sitzt .",
+        "label": 1}
+  out = _run(xp.encode_sentence_pair, ex, vocab, 64, num_classes=2)
+  a, b = vocab.encode("The cat sat ."), vocab.encode("Die Katze sitzt .")
+  cls, sep = vocabulary.CLS_ID, vocabulary.SEP_ID
+  assert list(out["input_tokens"]) == [cls, *a, sep, *b, sep]
+  assert list(out["token_types"]) == [0] * (len(a) + 2) + [1] * (len(b) + 1)
+  assert out["label"] == 1 and out["label"].dtype == np.int32
+  assert out["label_pretokenized"] == b"1"
+
+
+def test_encode_sentence_pair_truncates_longest_first(vocab):
+  ex = {"sentence1": "John Smith works for the United Nations in New York .",
+        "sentence2": "Paris .", "label": 0}
+  out = _run(xp.encode_sentence_pair, ex, vocab, 12, num_classes=2)
+  a, b = vocab.encode(ex["sentence1"]), vocab.encode(ex["sentence2"])
+  kept_a, kept_b = _bert_truncate(len(a), len(b), 12 - 3)
+  assert len(out["input_tokens"]) == 12
+  assert list(out["input_tokens"]) == [2, *a[:kept_a], 3, *b[:kept_b], 3]
+  assert kept_b == len(b)  # the short segment survives whole
+
+
+def test_encode_sentence_pair_rejects_unknown_label(vocab):
+  ex = {"sentence1": "a", "sentence2": "b", "label": 3}
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=r"field 'label' has a value outside \[0, 3\)"):
+    _run(xp.encode_sentence_pair, ex, vocab, 16, num_classes=3)
+  with pytest.raises(ValueError, match=r"sequence_length\['input_tokens'\]"):
+    xp.encode_sentence_pair.__wrapped__(
+        ex, sequence_length={"input_tokens": 2},
+        output_features=_features(vocab), num_classes=3)
+
+
+def test_align_word_tags_labels_first_subtoken(vocab):
+  words = ["Angela", "Merkel", "spoke", "\u200b", "."]
+  tags = [1, 2, 0, 0, 0]
+  out = _run(xp.align_word_tags, {"tokens": words, "tags": tags}, vocab, 64,
+             num_tags=7)
+  pieces = [vocab.encode(w) or [vocabulary.UNK_ID] for w in words]
+  assert vocab.encode("\u200b") == []  # the zero-width word becomes [UNK]
+  assert any(len(p) > 1 for p in pieces)  # some words really split
+  flat = [i for p in pieces for i in p]
+  assert list(out["input_tokens"]) == [2, *flat, 3]
+  expected_targets, expected_weights = [0], [0.0]
+  for piece_ids, tag in zip(pieces, tags):
+    expected_targets += [tag] + [0] * (len(piece_ids) - 1)
+    expected_weights += [1.0] + [0.0] * (len(piece_ids) - 1)
+  assert list(out["targets"]) == expected_targets + [0]
+  assert list(out["weights"]) == expected_weights + [0.0]
+  assert list(out["token_types"]) == [0] * len(out["input_tokens"])
+  assert list(out["tags"]) == tags
+  # The inverse gives the word tags back.
+  assert xp.word_level_predictions(out["targets"], out["weights"], 5) == tags
+
+
+def test_align_word_tags_truncation_and_inverse(vocab):
+  words = "John Smith works for the United Nations".split()
+  tags = [1, 2, 0, 0, 0, 3, 4]
+  out = _run(xp.align_word_tags, {"tokens": words, "tags": tags}, vocab, 8,
+             num_tags=7)
+  assert len(out["input_tokens"]) == 8
+  assert out["input_tokens"][0] == 2 and out["input_tokens"][-1] == 3
+  labelled = int(out["weights"].sum())
+  assert 0 < labelled < len(words)
+  # Model output is padded beyond the example; truncated words get `fill`.
+  padded = np.concatenate([out["targets"], np.full(5, 6)])
+  assert xp.word_level_predictions(padded, out["weights"], len(words),
+                                   fill=0) == (
+                                       tags[:labelled] +
+                                       [0] * (len(words) - labelled))
+
+
+def test_align_word_tags_errors(vocab):
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match="'tokens' and 'tags' differ in length"):
+    _run(xp.align_word_tags, {"tokens": ["a", "b"], "tags": [0]}, vocab, 16,
+         num_tags=2)
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=r"field 'tags' has a value outside \[0, 2\)"):
+    _run(xp.align_word_tags, {"tokens": ["a", "b"], "tags": [0, 7]}, vocab,
+         16, num_tags=2)
+
+
+def test_encode_single_sentence_keeps_other_features(vocab):
+  out = _run(xp.encode_single_sentence,
+             {"text": "Paris is the capital of France .", "targets": [1, 4]},
+             vocab, 6)
+  assert list(out["input_tokens"]) == [
+      2, *vocab.encode("Paris is the capital of France .")[:4], 3]
+  assert list(out["targets"]) == [1, 4]
+  assert list(out["token_types"]) == [0] * 6
+
+
+def test_select_xnli_language():
+  ex = {"premise": {"de": "P-de", "en": "P-en"},
+        "hypothesis": {"language": ["en", "de"],
+                       "translation": ["H-en", "H-de"]},
+        "label": 2}
+  ds = xp.select_xnli_language(tf.data.Dataset.from_tensors(ex),
+                               language="de")
+  assert list(ds.as_numpy_iterator()) == [
+      {"sentence1": b"P-de", "sentence2": b"H-de", "label": 2}]
+
+
+def test_split_parallel_pairs():
+  ds = tf.data.Dataset.from_tensor_slices(
+      {"source_sentence": ["s0", "s1"], "target_sentence": ["e0", "e1"]})
+  rows = [(r["text"], list(r["targets"]))
+          for r in xp.split_parallel_pairs(ds).as_numpy_iterator()]
+  assert rows == [(b"s0", [0, 0]), (b"e0", [1, 0]), (b"s1", [0, 1]),
+                  (b"e1", [1, 1])]
+
+
+def test_postprocessors():
+  ex = {"label": np.int32(2)}
+  assert xp.pair_label_postprocessor("2", example=ex, is_target=True) == 2
+  assert xp.pair_label_postprocessor([1], example=ex) == 1
+  assert xp.pair_label_postprocessor(np.int64(0)) == 0
+  with pytest.raises(ValueError, match="one class id per example"):
+    xp.pair_label_postprocessor([0, 1])
+
+  post = xp.TaggingPostprocessor(("O", "B-PER", "I-PER"), fill_tag="O")
+  ex = {"tags": np.array([1, 2, 0]), "weights": np.array([0, 1, 0, 1, 1, 0.])}
+  assert post([0, 1, 1], example=ex, is_target=True) == ["B-PER", "I-PER",
+                                                           "O"]
+  # Sub-token predictions: the ones on non-first positions are ignored.
+  assert post([0, 1, 2, 2, 0, 1, 1, 1], example=ex) == ["B-PER", "I-PER",
+                                                         "O"]
+  short = {"tags": np.array([1, 2, 0]), "weights": np.array([0, 1, 0.])}
+  assert post([0, 1, 0], example=short) == ["B-PER", "O", "O"]
+  with pytest.raises(ValueError, match="tag id 5 is outside"):
+    post([0, 5, 0, 0, 0, 0], example=ex)
+
+  assert xp.retrieval_postprocessor([1, 7], example={"targets": [1, 7]},
+                                    is_target=True) == (1, 7)
+  assert xp.retrieval_postprocessor([0.5, 1.0]).dtype == np.float32
+
+
+def test_word_accuracy_counts_truncated_words_wrong():
+  targets = [["NOUN", "VERB"], ["DET", "NOUN"]]
+  assert xp.word_accuracy(targets, targets) == {"accuracy": 100.0}
+  assert xp.word_accuracy(targets, [["NOUN", "VERB"], ["DET", None]]) == {
+      "accuracy": 75.0}
+
+
+def test_nearest_neighbour_accuracy():
+  rng = np.random.RandomState(0)
+  x = rng.normal(size=(50, 16))
+  assert xp.nearest_neighbour_accuracy(x, 3.0 * x) == 1.0  # scale-invariant
+  assert xp.nearest_neighbour_accuracy(x, x[::-1]) <= 0.04
+  targets = [(s, i) for i in range(50) for s in (0, 1)]
+  predictions = [x[i] for i in range(50) for _ in (0, 1)]
+  assert xp.tatoeba_metric(targets, predictions) == {"accuracy": 100.0}
+  with pytest.raises(ValueError, match="same .* set of pair"):
+    xp.tatoeba_metric(targets[:-1], predictions[:-1])
+
+
+def test_bucc_mining_finds_planted_pairs_among_distractors():
+  rng = np.random.RandomState(1)
+  dim, n_pairs = 32, 10
+  shared = rng.normal(size=(n_pairs, dim))
+  source = np.concatenate([shared + 0.05 * rng.normal(size=shared.shape),
+                           rng.normal(size=(15, dim))])
+  target = np.concatenate([rng.normal(size=(20, dim)),
+                           shared + 0.05 * rng.normal(size=shared.shape)])
+  candidates = xp.margin_candidates(source, target, k=4)
+  # One-to-one: no sentence is used twice.
+  assert len({i for i, _, _ in candidates}) == len(candidates)
+  assert len({j for _, j, _ in candidates}) == len(candidates)
+  gold = [(i, 20 + i) for i in range(n_pairs)]
+  scores = xp.bucc_f1(candidates, gold)
+  assert scores["f1"] == 100.0 and scores["precision"] == 100.0
+  # The top candidates by margin are exactly the planted pairs.
+  assert sorted((i, j) for i, j, _ in candidates[:n_pairs]) == gold
+
+
+def test_bucc_f1_threshold_choice_by_hand():
+  candidates = [("a", "x", 3.0), ("b", "y", 2.0), ("c", "z", 1.0)]
+  gold = [("a", "x"), ("c", "z"), ("d", "w")]
+  # Cutting after 1 pair: P=1, R=1/3, F1=.5; after 3: P=R=2/3, F1=2/3.
+  scores = xp.bucc_f1(candidates, gold)
+  assert scores["f1"] == pytest.approx(200 / 3)
+  assert scores["threshold"] == pytest.approx(0.5)
+  fixed = xp.bucc_f1(candidates, gold, threshold=2.5)
+  assert fixed["precision"] == 100.0
+  assert fixed["recall"] == pytest.approx(100 / 3)
+
+
+def test_default_vocabulary_is_lazy(vocab, monkeypatch):
+  monkeypatch.delenv(vocabulary.SPM_PATH_ENV, raising=False)
+  lazy = xp.DefaultVocabulary()  # constructing needs no model file
+  assert lazy == xp.DefaultVocabulary()
+  with pytest.raises(ValueError, match=vocabulary.SPM_PATH_ENV):
+    lazy.encode("Paris")
+  monkeypatch.setenv(vocabulary.SPM_PATH_ENV, vocab.sentencepiece_model_file)
+  lazy = xp.DefaultVocabulary()
+  assert lazy.encode("Paris") == vocab.encode("Paris")
+  assert list(lazy.encode_tf(tf.constant("Paris")).numpy()) == vocab.encode(
+      "Paris")
+  assert lazy.vocab_size == vocab.vocab_size == 80
+  assert lazy == vocab
