@@ -67,5 +67,6 @@ def run_main(main: Callable[[GinArgs], None], argv=None) -> None:
   try:
     main(parse_gin_args(argv))
   except (UserError, configs.GinConfigError) as e:
-    print(f"error: {e}", file=sys.stderr)
+    # gin appends "In call to configurable ..." lines; the first line is ours.
+    print(f"error: {str(e).strip().splitlines()[0]}", file=sys.stderr)
     sys.exit(2)

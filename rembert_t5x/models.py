@@ -15,8 +15,10 @@ task's `targets` vocabulary, a pass-through one for ids):
   * MLM: `[batch, length]` argmax token ids.
   * pair classification: `[batch, 1]` class ids.
   * token tagging: `[batch, length]` tag ids per sub-token.
-  * extractive QA: `[batch, 2]` (start, end) token indices of the best span;
-    the aux output carries its score and the raw start/end logits.
+  * extractive QA: `[batch, 2, length]` start (row 0) and end (row 1)
+    logits per window; `rembert_t5x.qa` post-processing does the n-best
+    search over windows and maps spans back to the context. The aux output
+    carries the best in-window span and its score.
 """
 
 from typing import Any, Callable, Mapping, Optional
@@ -306,8 +308,8 @@ class RemBertQAModel(RemBertBaseModel):
     context = (batch["token_types"] == 1) & real & not_last
     spans, scores = best_spans(start_logits, end_logits, context,
                                self.max_answer_length)
-    return spans, {"score": scores, "start_logits": start_logits,
-                   "end_logits": end_logits}
+    logits = jnp.stack([start_logits, end_logits], axis=1).astype(jnp.float32)
+    return logits, {"best_span": spans, "best_score": scores}
 
   def score_batch(self, params, batch: Batch, return_intermediates=False):
     start_logits, end_logits = self._apply(params, batch)
@@ -376,10 +378,12 @@ def _flatten(tree, prefix=""):
 
 
 # T5X's RestoreCheckpointConfig.assignment_map for fine-tuning from a
-# pre-training checkpoint: the MLM head is not restored (task heads start from
-# scratch with `fallback_to_scratch=True`). Layers above `num_layers` are
-# simply absent from the fine-tuning network, so T5X never asks for them.
-FINETUNE_ASSIGNMENT_MAP = ((r"(.*)mlm_head/(.*)", None),)
+# pre-training checkpoint. T5X matches the patterns against the *new* train
+# state's keys: the fine-tuning network has no MLM head and no
+# pre-training-only layers, so those are never read; the optimizer state
+# (and step) is not restored, so fine-tuning starts at step 0 with fresh
+# moments; task heads start from scratch with `fallback_to_scratch=True`.
+FINETUNE_ASSIGNMENT_MAP = ((r"state/.*", None),)
 
 
 def make_module(kind: str, config: network.RemBertConfig,

@@ -36,7 +36,6 @@ import orbax.checkpoint as ocp
 import seqio
 import tqdm
 
-from rembert_t5x import checkpoint_conversion
 from rembert_t5x import cli
 from rembert_t5x import configs
 from rembert_t5x import models
@@ -123,53 +122,70 @@ def _checkpoint_manager(model_dir: pathlib.Path, period: int, keep: int):
   return ocp.CheckpointManager(model_dir / "checkpoints", options=options)
 
 
-def _shape_table(tree) -> dict[str, tuple[int, ...]]:
-  return {k: tuple(np.shape(v)) for k, v in
-          checkpoint_conversion.flatten(_as_dict(tree)).items()}
+def _checkpoint_tree_metadata(step_dir: pathlib.Path):
+  """The saved tree of ArrayMetadata (shapes, dtypes) of one checkpoint."""
+  meta = ocp.PyTreeCheckpointer().metadata(step_dir / "default")
+  return getattr(meta, "item_metadata", meta).tree
 
 
-def _as_dict(tree):
-  if hasattr(tree, "__dataclass_fields__") or hasattr(tree, "items"):
-    items = (tree.items() if hasattr(tree, "items")
-             else ((k, getattr(tree, k)) for k in tree.__dataclass_fields__))
-    return {str(k): _as_dict(v) for k, v in items}
-  if isinstance(tree, (list, tuple)):
-    return {str(i): _as_dict(v) for i, v in enumerate(tree)}
-  return tree
+def _shapes(tree) -> dict[str, tuple[int, ...]]:
+  """{"a/b/c": shape} for a params tree (arrays or ArrayMetadata)."""
+  out = {}
+  for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
+    name = "/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in path)
+    out[name] = tuple(leaf.shape)
+  return out
 
 
-def _check_checkpoint_matches(mngr, step: int, abstract_state, where: str):
-  """Compares shapes before restoring, naming the first mismatch."""
-  meta = mngr.item_metadata(step)
-  saved = _shape_table(meta["params"] if "params" in meta else meta)
-  expected = _shape_table(abstract_state.params)
+def _check_checkpoint_matches(step_dir: pathlib.Path, params):
+  """Compares parameter shapes before restoring, naming the first mismatch."""
+  saved = _shapes(_checkpoint_tree_metadata(step_dir)["params"])
+  expected = _shapes(params)
   for name in sorted(set(saved) | set(expected)):
     if name not in saved:
-      raise cli.UserError(f"checkpoint {where} (step {step}) has no parameter "
-                          f"{name}: it is of another architecture")
+      raise cli.UserError(f"checkpoint {step_dir} has no parameter {name}: "
+                          "it is of another architecture")
     if name not in expected:
-      raise cli.UserError(f"checkpoint {where} (step {step}) has parameter "
-                          f"{name} that this model lacks: another architecture")
+      raise cli.UserError(f"checkpoint {step_dir} has parameter {name} that "
+                          "this model lacks: it is of another architecture")
     if saved[name] != expected[name]:
       raise cli.UserError(
-          f"checkpoint {where} (step {step}): parameter {name} has shape "
-          f"{saved[name]}, this model expects {expected[name]}")
+          f"checkpoint {step_dir}: parameter {name} has shape {saved[name]}, "
+          f"this model expects {expected[name]} (another architecture?)")
 
 
-def load_params(checkpoint_dir: str) -> dict:
-  """Loads the params of the latest checkpoint in a MODEL_DIR (host numpy)."""
-  path = pathlib.Path(checkpoint_dir)
-  root = path / "checkpoints" if (path / "checkpoints").is_dir() else path
+def latest_checkpoint_dir(path: str) -> pathlib.Path:
+  """The newest complete checkpoint under a MODEL_DIR or checkpoints dir."""
+  root = pathlib.Path(path)
+  if (root / "checkpoints").is_dir():
+    root = root / "checkpoints"
+  if (root / "default").is_dir():  # already a step directory
+    return root
   if not root.is_dir():
-    raise cli.UserError(f"init checkpoint {checkpoint_dir}: no such directory")
-  mngr = ocp.CheckpointManager(root, options=ocp.CheckpointManagerOptions(
-      read_only=True))
-  step = mngr.latest_step()
-  if step is None:
-    raise cli.UserError(f"init checkpoint {checkpoint_dir}: no checkpoint found")
-  restored = mngr.restore(step)
-  params = restored["params"] if "params" in restored else restored
-  return jax.tree_util.tree_map(np.asarray, params)
+    raise cli.UserError(f"checkpoint {path}: no such directory")
+  steps = sorted((int(p.name), p) for p in root.iterdir()
+                 if p.name.isdigit() and (p / "default").is_dir())
+  if not steps:
+    raise cli.UserError(f"checkpoint {path}: no checkpoint found in {root}")
+  return steps[-1][1]
+
+
+def load_params(checkpoint: str) -> dict:
+  """Loads the params of the latest checkpoint under `checkpoint` as numpy.
+
+  Host numpy arrays, whatever mesh wrote them, so a checkpoint saved on 8
+  devices loads on 1.
+  """
+  step_dir = latest_checkpoint_dir(checkpoint)
+  tree = _checkpoint_tree_metadata(step_dir)
+  if "params" not in tree:
+    raise cli.UserError(f"checkpoint {step_dir} has no 'params'")
+  restore_args = jax.tree_util.tree_map(
+      lambda _: ocp.RestoreArgs(restore_type=np.ndarray), tree)
+  restored = ocp.PyTreeCheckpointer().restore(
+      step_dir / "default",
+      args=ocp.args.PyTreeRestore(restore_args=restore_args))
+  return restored["params"]
 
 
 @gin.configurable(denylist=["model_dir"])
@@ -266,7 +282,8 @@ def train(
   start = 0
   latest = mngr.latest_step()
   if latest is not None:
-    _check_checkpoint_matches(mngr, latest, state, str(out_dir / "checkpoints"))
+    _check_checkpoint_matches(out_dir / "checkpoints" / str(latest),
+                              state.params)
     abstract = jax.tree_util.tree_map(
         lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
         state, shardings)
@@ -316,8 +333,8 @@ def train(
         bar.set_postfix(loss=f"{scalars['loss']:.3f}",
                         tok_s=f"{meter.rate():.0f}")
         meter.reset()
-      mngr.save(done, args=ocp.args.StandardSave(state),
-                force=done == train_steps)
+      if done % checkpoint_period == 0 or done == train_steps:
+        mngr.save(done, args=ocp.args.StandardSave(state), force=True)
       bar.update(1)
   finally:
     bar.close()

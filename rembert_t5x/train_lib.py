@@ -236,7 +236,7 @@ def make_train_step(model, tx: optax.GradientTransformation,
           body, zeros, (jnp.arange(grad_accum_steps), micro))
       loss, metrics, grads = jax.tree_util.tree_map(
           lambda x: x / grad_accum_steps, total)
-    grad_norm = optax.global_norm(grads)
+    grad_norm = optax.tree.norm(grads)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)

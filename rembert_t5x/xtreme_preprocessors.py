@@ -168,10 +168,11 @@ def encode_sentence_pair(ex: Dict[str, tf.Tensor],
     {"input_tokens": [2, 41, 9, 77, 3, 12, 9, 80, 3],
      "token_types":  [0, 0, 0, 0, 0, 1, 1, 1, 1],
      "label": 0,
-     "label_pretokenized": "0"}
+     "targets": [0]}
 
-  Over-long pairs are truncated longest-first, as BERT does. The string
-  label copy lets seqio's evaluator read targets without decoding a scalar.
+  Over-long pairs are truncated longest-first, as BERT does. The model
+  trains on the scalar `label`; the rank-1 `targets` copy is what seqio's
+  evaluator (and so `t5x.eval`) decodes for metrics.
 
   Raises:
     tf.errors.InvalidArgumentError: `label` outside [0, num_classes).
@@ -191,7 +192,9 @@ def encode_sentence_pair(ex: Dict[str, tf.Tensor],
       "input_tokens": input_tokens,
       "token_types": token_types,
       "label": label,
-      "label_pretokenized": tf.strings.as_string(label),
+      # Rank-1 copy for seqio's evaluator and T5X, which decode predictions
+      # and targets through the `targets` output feature.
+      "targets": label[None],
   }
 
 
@@ -632,11 +635,16 @@ def _ids(size: int) -> seqio.Vocabulary:
 
 def pair_output_features(vocabulary: seqio.Vocabulary, num_classes: int
                          ) -> Dict[str, seqio.Feature]:
-  """input_tokens, token_types, label (int32 scalar)."""
+  """input_tokens, token_types, targets ([label], for the evaluator).
+
+  The scalar `label` the model trains on travels as an extra feature; seqio's
+  evaluator measures every output feature's length, so output features are
+  rank 1.
+  """
   return {
       "input_tokens": seqio.Feature(vocabulary, add_eos=False),
       "token_types": seqio.Feature(_ids(2), add_eos=False),
-      "label": seqio.Feature(_ids(num_classes), add_eos=False, rank=0),
+      "targets": seqio.Feature(_ids(num_classes), add_eos=False),
   }
 
 

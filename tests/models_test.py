@@ -131,13 +131,14 @@ def test_qa_model_predicts_spans_inside_the_context():
   batch["start_positions"] = np.array([6, 0, 7], np.int32)
   batch["end_positions"] = np.array([7, 0, 8], np.int32)
   _check_loss(model, params, batch)
-  spans, aux = model.predict_batch_with_aux(params, batch)
-  spans = np.asarray(spans)
+  logits, aux = model.predict_batch_with_aux(params, batch)
+  assert logits.shape == (B, 2, L)
+  spans = np.asarray(aux["best_span"])
   assert spans.shape == (B, 2)
   last_real = batch["segment_ids"].sum(-1) - 1
   for (s, e), last in zip(spans, last_real):
     assert 5 <= s <= e < s + 3 and e < last
-  assert aux["score"].shape == (B,)
+  assert aux["best_score"].shape == (B,)
 
 
 def test_best_spans_brute_force():

@@ -15,7 +15,7 @@ DEV_DE = ("de:Angela\tB-PER\nde:Merkel\tI-PER\nde:sprach\tO\nde:in\tO\n"
           "de:Berlin\tB-LOC\nde:.\tO\n\n"
           "de:Die\tO\nde:Vereinten\tB-ORG\nde:Nationen\tI-ORG\n\n"
           "de:Der\tO\nde:Hund\tO\n")
-LENGTHS = {"input_tokens": 24}
+LENGTHS = {"input_tokens": 48}
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,7 @@ def test_local_task_examples_and_batches(local_task):
   converter = feature_converters.TaggingFeatureConverter(pack=False)
   batch = next(converter(ds, LENGTHS).batch(3).as_numpy_iterator())
   for name in ("input_tokens", "token_types", "targets", "weights"):
-    assert batch[name].shape == (3, 24), name
+    assert batch[name].shape == (3, 48), name
 
 
 def _evaluate(task_name, predict):

@@ -50,3 +50,37 @@ def shared_data_dir(name: str) -> pathlib.Path:
       pytest.fail(message)
     pytest.skip(message)
   return path
+
+
+def register_random_mlm_task(name: str = "test_random_mlm", vocab_size: int = 97,
+                             length: int = 16, num_examples: int = 256):
+  """Registers an in-memory MLM task of already-tokenised random examples.
+
+  It needs no vocabulary or data files, so runner tests stay fast and hermetic.
+  """
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import seqio  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  def dataset_fn(split, shuffle_files, seed=0):
+    del split, shuffle_files, seed
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(5, vocab_size, (num_examples, length)).astype(np.int32)
+    weights = (rng.random((num_examples, length)) < 0.15).astype(np.float32)
+    inputs = np.where(weights > 0, 4, tokens).astype(np.int32)
+    return tf.data.Dataset.from_tensor_slices({
+        "input_tokens": inputs, "token_types": np.zeros_like(inputs),
+        "targets": tokens, "weights": weights})
+
+  vocab = seqio.PassThroughVocabulary(vocab_size)
+  features = {
+      k: seqio.Feature(vocab, add_eos=False,
+                       dtype=tf.float32 if k == "weights" else tf.int32)
+      for k in ("input_tokens", "token_types", "targets", "weights")}
+  if name in seqio.TaskRegistry.names():
+    seqio.TaskRegistry.remove(name)
+  seqio.TaskRegistry.add(
+      name, source=seqio.FunctionDataSource(
+          dataset_fn, splits=["train"], num_input_examples={"train": num_examples}),
+      preprocessors=[], output_features=features)
+  return name

@@ -47,7 +47,7 @@ def test_default_registration():
   mixture = seqio.get_mixture_or_task("rembert_xnli_zeroshot")
   assert len(mixture.tasks) == 16
   assert set(train.output_features) == {"input_tokens", "token_types",
-                                        "label"}
+                                        "targets"}
 
 
 def test_reimport_is_idempotent():
@@ -95,7 +95,7 @@ def test_local_postprocess_and_metric(vocab, xtreme_dir):
                                    shuffle=False).as_numpy_iterator())
   # What seqio's evaluator does: targets from the example, predictions from
   # the model output (a length-1 class id row per example).
-  targets = [task.postprocess_fn(ex["label_pretokenized"].decode(),
+  targets = [task.postprocess_fn(list(ex["targets"]),
                                  example=ex, is_target=True)
              for ex in examples]
   perfect = [task.postprocess_fn([t], example=ex)

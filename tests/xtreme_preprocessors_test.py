@@ -84,7 +84,7 @@ def test_encode_sentence_pair(vocab):
   assert list(out["input_tokens"]) == [cls, *a, sep, *b, sep]
   assert list(out["token_types"]) == [0] * (len(a) + 2) + [1] * (len(b) + 1)
   assert out["label"] == 1 and out["label"].dtype == np.int32
-  assert out["label_pretokenized"] == b"1"
+  assert list(out["targets"]) == [1]
 
 
 def test_encode_sentence_pair_truncates_longest_first(vocab):

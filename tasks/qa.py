@@ -1,0 +1,255 @@
+"""Extractive QA: XQuAD, MLQA and TyDiQA-GoldP (zero-shot from English).
+
+Registered names (prefix "rembert_" by default):
+
+  rembert_squad_train_en     SQuAD v1.1 train (TFDS `squad/v1.1:3.0.0`).
+  rembert_squad_en           SQuAD v1.1 validation: the English dev set for
+                             checkpoint selection (XQuAD, MLQA).
+  rembert_xquad_{lang}       XQuAD test (TFDS `xquad/{lang}:3.0.0`).
+  rembert_mlqa_{lang}        MLQA validation / test (TFDS `mlqa/{lang}:1.0.0`,
+                             context and question in `lang`).
+  rembert_tydiqa_train_en    TyDiQA-GoldP train, English questions only
+                             (TFDS `tydi_qa/goldp:3.0.0`, whose train split
+                             mixes all languages; ids start with the
+                             language name).
+  rembert_tydiqa_{lang}      TyDiQA-GoldP `validation-{lang}`, as "validation".
+  rembert_{xquad,mlqa}_zeroshot   SQuAD train + English dev + every
+                                  evaluation task; rembert_tydiqa_zeroshot
+                                  likewise with the TyDi English train.
+
+Local copies of XTREME's download (`squad/`, `xquad/`, `mlqa/MLQA_V1/`,
+`tydiqa/`, see `LOCAL_FILES`) register under "rembert_local_" on import when
+$REMBERT_XTREME_DIR is set (XTREME strips XQuAD/MLQA test answers, so those
+splits cannot be scored from its download).
+
+Each dataset element is one window of a question's context
+(`rembert_t5x.qa.qa_windows_preprocessor`). The model predicts, per window,
+start and end logits `[2, length]`; the postprocessor
+(`rembert_t5x.qa.postprocess_window`) picks the window's best span from the
+n-best start/end candidates and maps it to context characters, and the
+metric keeps each question's best window. Metrics: SQuAD v1.1 EM/F1 for
+SQuAD, XQuAD and TyDiQA; MLQA EM/F1 with the answer language's rules for
+MLQA; plus "xtreme" = (EM + F1) / 2.
+"""
+
+import functools
+import os
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
+
+import seqio
+import tensorflow as tf
+
+from rembert_t5x import metrics
+from rembert_t5x import qa
+from rembert_t5x import xtreme_preprocessors as xp
+
+XQUAD_LANGUAGES = ("ar", "de", "el", "en", "es", "hi", "ru", "th", "tr", "vi",
+                   "zh")
+MLQA_LANGUAGES = metrics.MLQA_LANGUAGES
+TYDIQA_LANGUAGES = ("ar", "bn", "en", "fi", "id", "ko", "ru", "sw", "te")
+# TyDi ids are "{language name}-{number}-{number}".
+TYDIQA_LANGUAGE_NAMES = {
+    "ar": "arabic", "bn": "bengali", "en": "english", "fi": "finnish",
+    "id": "indonesian", "ko": "korean", "ru": "russian", "sw": "swahili",
+    "te": "telugu",
+}
+XTREME_DIR_ENV = "REMBERT_XTREME_DIR"
+
+# Paths inside XTREME's download folder (google-research/xtreme
+# `scripts/download_data.sh`).
+LOCAL_FILES = {
+    "squad_train": "squad/train-v1.1.json",
+    "squad_dev": "squad/dev-v1.1.json",
+    "xquad_test": "xquad/xquad.{lang}.json",
+    "mlqa_dev": "mlqa/MLQA_V1/dev/dev-context-{lang}-question-{lang}.json",
+    "mlqa_test": "mlqa/MLQA_V1/test/test-context-{lang}-question-{lang}.json",
+    "tydiqa_train": "tydiqa/tydiqa-goldp-v1.1-train/tydiqa.en.train.json",
+    "tydiqa_dev": "tydiqa/tydiqa-goldp-v1.1-dev/tydiqa.{lang}.dev.json",
+}
+
+
+def keep_tydiqa_language(dataset: tf.data.Dataset,
+                         lang: str) -> tf.data.Dataset:
+  """Keeps TyDi examples whose id names `lang` ("english-123-0" for en).
+
+  Input/output: SQuAD-like examples {"id", "question", "context", "answers"}.
+  """
+  prefix = TYDIQA_LANGUAGE_NAMES[lang] + "-"
+  return dataset.filter(
+      lambda ex: tf.strings.regex_full_match(ex["id"], prefix + ".*"))
+
+
+def _register_task(name: str, source: seqio.DataSource,
+                   vocabulary: seqio.Vocabulary, metric_fn: Callable,
+                   settings: Mapping[str, int], label: str,
+                   on_misaligned: str,
+                   filters: Sequence[Callable] = ()) -> str:
+  windows = functools.partial(
+      qa.qa_windows_preprocessor,
+      max_seq_length=settings["max_seq_length"],
+      doc_stride=settings["doc_stride"],
+      max_query_length=settings["max_query_length"],
+      source=label, on_misaligned=on_misaligned)
+  xp.add_task(
+      name, source=source,
+      preprocessors=[*filters, windows],
+      output_features=qa.output_features(vocabulary,
+                                         settings["max_seq_length"]),
+      postprocess_fn=functools.partial(
+          qa.postprocess_window, n_best=settings["n_best"],
+          max_answer_length=settings["max_answer_length"]),
+      metric_fns=[metric_fn])
+  return name
+
+
+def _settings(max_seq_length, doc_stride, max_query_length, max_answer_length,
+              n_best) -> Dict[str, int]:
+  return dict(max_seq_length=max_seq_length, doc_stride=doc_stride,
+              max_query_length=max_query_length,
+              max_answer_length=max_answer_length, n_best=n_best)
+
+
+def _register_family(sources: Mapping[str, Callable[..., seqio.DataSource]],
+                     vocabulary, prefix, languages, settings,
+                     tydiqa_filter: bool) -> List[str]:
+  """Registers the tasks and mixtures of all three benchmarks.
+
+  Args:
+    sources: "squad_train", "squad_dev", "xquad", "mlqa", "tydiqa_train",
+      "tydiqa" -> function of the language returning (source, label).
+    vocabulary: the input vocabulary.
+    prefix: task name prefix.
+    languages: {"xquad": [...], "mlqa": [...], "tydiqa": [...]}.
+    settings: window and decoding lengths.
+    tydiqa_filter: keep only the task language's TyDi ids (TFDS mixes them).
+
+  Returns:
+    The registered task names.
+  """
+  vocabulary = vocabulary or xp.DefaultVocabulary()
+  names = []
+
+  def add(name, key, lang, metric_fn, on_misaligned, filters=()):
+    source, label = sources[key](lang)
+    names.append(_register_task(name, source, vocabulary, metric_fn,
+                                settings, label, on_misaligned, filters))
+    return name
+
+  # Training data must be exact; evaluation keeps every question (its score
+  # uses only the answer texts) and logs misaligned spans.
+  squad_train = add(f"{prefix}squad_train_en", "squad_train", "en",
+                    metrics.squad_metric, "raise")
+  squad_dev = add(f"{prefix}squad_en", "squad_dev", "en",
+                  metrics.squad_metric, "ignore")
+  xquad = [add(f"{prefix}xquad_{lang}", "xquad", lang, metrics.squad_metric,
+               "ignore") for lang in languages["xquad"]]
+  mlqa = [add(f"{prefix}mlqa_{lang}", "mlqa", lang,
+              metrics.mlqa_metric_for(lang), "ignore")
+          for lang in languages["mlqa"]]
+
+  def tydi_filters(lang):
+    if not tydiqa_filter:
+      return ()
+    return (functools.partial(keep_tydiqa_language, lang=lang),)
+
+  tydi_train = add(f"{prefix}tydiqa_train_en", "tydiqa_train", "en",
+                   metrics.squad_metric, "raise", tydi_filters("en"))
+  tydi = [add(f"{prefix}tydiqa_{lang}", "tydiqa", lang, metrics.squad_metric,
+              "ignore", tydi_filters(lang)) for lang in languages["tydiqa"]]
+
+  xp.add_mixture(f"{prefix}xquad_zeroshot", [squad_train, squad_dev, *xquad])
+  xp.add_mixture(f"{prefix}mlqa_zeroshot", [squad_train, squad_dev, *mlqa])
+  xp.add_mixture(f"{prefix}tydiqa_zeroshot", [tydi_train, *tydi])
+  return names
+
+
+def register_qa(vocabulary: Optional[seqio.Vocabulary] = None,
+                prefix: str = "rembert_",
+                xquad_languages: Sequence[str] = XQUAD_LANGUAGES,
+                mlqa_languages: Sequence[str] = MLQA_LANGUAGES,
+                tydiqa_languages: Sequence[str] = TYDIQA_LANGUAGES,
+                max_seq_length: int = qa.MAX_SEQ_LENGTH,
+                doc_stride: int = qa.DOC_STRIDE,
+                max_query_length: int = qa.MAX_QUERY_LENGTH,
+                max_answer_length: int = qa.MAX_ANSWER_LENGTH,
+                n_best: int = qa.N_BEST) -> List[str]:
+  """Registers the TFDS-backed QA tasks and mixtures; returns task names."""
+
+  def tfds(name, splits):
+    return lambda lang: (seqio.TfdsDataSource(name.format(lang=lang),
+                                              splits=splits),
+                         "tfds:" + name.format(lang=lang))
+
+  sources = {
+      "squad_train": tfds("squad/v1.1:3.0.0", ("train",)),
+      "squad_dev": tfds("squad/v1.1:3.0.0", ("validation",)),
+      "xquad": tfds("xquad/{lang}:3.0.0", ("test",)),
+      "mlqa": tfds("mlqa/{lang}:1.0.0", ("validation", "test")),
+      "tydiqa_train": tfds("tydi_qa/goldp:3.0.0", ("train",)),
+      "tydiqa": lambda lang: (
+          seqio.TfdsDataSource("tydi_qa/goldp:3.0.0",
+                               splits={"validation": f"validation-{lang}"}),
+          f"tfds:tydi_qa/goldp:3.0.0[validation-{lang}]"),
+  }
+  languages = {"xquad": xquad_languages, "mlqa": mlqa_languages,
+               "tydiqa": tydiqa_languages}
+  return _register_family(
+      sources, vocabulary, prefix, languages,
+      _settings(max_seq_length, doc_stride, max_query_length,
+                max_answer_length, n_best), tydiqa_filter=True)
+
+
+def squad_file_source(paths: Mapping[str, str]) -> seqio.DataSource:
+  """A seqio source over SQuAD-format JSON files, one per split.
+
+  Files are read (and validated) when a split's dataset is built, so
+  registering never touches the disk.
+  """
+
+  def dataset_fn(split, shuffle_files, seed=None):
+    del shuffle_files, seed  # One file per split: nothing to shuffle.
+    return qa.squad_file_dataset(paths[split])
+
+  return seqio.FunctionDataSource(dataset_fn, splits=tuple(paths))
+
+
+def register_qa_local(data_dir: str,
+                      vocabulary: Optional[seqio.Vocabulary] = None,
+                      prefix: str = "rembert_local_",
+                      xquad_languages: Sequence[str] = XQUAD_LANGUAGES,
+                      mlqa_languages: Sequence[str] = MLQA_LANGUAGES,
+                      tydiqa_languages: Sequence[str] = TYDIQA_LANGUAGES,
+                      max_seq_length: int = qa.MAX_SEQ_LENGTH,
+                      doc_stride: int = qa.DOC_STRIDE,
+                      max_query_length: int = qa.MAX_QUERY_LENGTH,
+                      max_answer_length: int = qa.MAX_ANSWER_LENGTH,
+                      n_best: int = qa.N_BEST) -> List[str]:
+  """Registers QA tasks over XTREME's download folder (see LOCAL_FILES)."""
+
+  def files(**split_keys):
+    def source(lang):
+      paths = {split: os.path.join(data_dir, LOCAL_FILES[key].format(
+          lang=lang)) for split, key in split_keys.items()}
+      return squad_file_source(paths), ", ".join(paths.values())
+    return source
+
+  sources = {
+      "squad_train": files(train="squad_train"),
+      "squad_dev": files(validation="squad_dev"),
+      "xquad": files(test="xquad_test"),
+      "mlqa": files(validation="mlqa_dev", test="mlqa_test"),
+      "tydiqa_train": files(train="tydiqa_train"),
+      "tydiqa": files(validation="tydiqa_dev"),
+  }
+  languages = {"xquad": xquad_languages, "mlqa": mlqa_languages,
+               "tydiqa": tydiqa_languages}
+  # XTREME's TyDi files are already split by language.
+  return _register_family(
+      sources, vocabulary, prefix, languages,
+      _settings(max_seq_length, doc_stride, max_query_length,
+                max_answer_length, n_best), tydiqa_filter=False)
+
+
+register_qa()
+if os.environ.get(XTREME_DIR_ENV):
+  register_qa_local(os.environ[XTREME_DIR_ENV])

@@ -1,0 +1,204 @@
+"""Tests for rembert_t5x.feature_converters (packed and unpacked)."""
+
+import numpy as np
+import pytest
+import seqio
+from seqio import test_utils
+import tensorflow as tf
+
+from rembert_t5x import feature_converters as fc
+
+
+def _mlm_examples():
+  return [
+      {"input_tokens": [2, 9, 4, 3], "token_types": [0, 0, 0, 0],
+       "targets": [2, 9, 7, 3], "weights": [0., 0., 1., 0.]},
+      {"input_tokens": [2, 5, 3], "token_types": [0, 1, 1],
+       "targets": [2, 8, 3], "weights": [0., 0.5, 0.]},
+      {"input_tokens": [2, 6, 6, 4, 4, 3], "token_types": [0] * 6,
+       "targets": [2, 6, 6, 11, 12, 3], "weights": [0., 1., 0., 1., 1., 0.]},
+  ]
+
+
+_SCALARS = ("label", "start_positions", "end_positions", "idx", "unique_id")
+
+
+def _dataset(examples, extra=None):
+  """A tf.data.Dataset of the examples; scalars rank 0, the rest rank 1."""
+  examples = [dict(ex, **(extra or {})) for ex in examples]
+  signature = {
+      k: tf.TensorSpec([] if k in _SCALARS else [None],
+                       tf.float32 if k == "weights" else tf.int32)
+      for k in examples[0]}
+  return tf.data.Dataset.from_generator(lambda: iter(examples),
+                                        output_signature=signature)
+
+
+def test_mlm_packed():
+  converter = fc.MLMFeatureConverter(pack=True)
+  ds = converter(_dataset(_mlm_examples()), {"input_tokens": 8})
+  expected = [{
+      "input_tokens": [2, 9, 4, 3, 2, 5, 3, 0],
+      "token_types": [0, 0, 0, 0, 0, 1, 1, 0],
+      "targets": [2, 9, 7, 3, 2, 8, 3, 0],
+      "weights": [0., 0., 1., 0., 0., 0.5, 0., 0.],
+      "segment_ids": [1, 1, 1, 1, 2, 2, 2, 0],
+      "positions": [0, 1, 2, 3, 0, 1, 2, 0],
+  }, {
+      "input_tokens": [2, 6, 6, 4, 4, 3, 0, 0],
+      "token_types": [0] * 8,
+      "targets": [2, 6, 6, 11, 12, 3, 0, 0],
+      "weights": [0., 1., 0., 1., 1., 0., 0., 0.],
+      "segment_ids": [1, 1, 1, 1, 1, 1, 0, 0],
+      "positions": [0, 1, 2, 3, 4, 5, 0, 0],
+  }]
+  test_utils.assert_dataset(ds, expected)
+  assert ds.element_spec["weights"].dtype == tf.float32
+
+
+def test_mlm_packing_keeps_every_weight():
+  rng = np.random.RandomState(0)
+  examples = []
+  for _ in range(40):
+    n = rng.randint(3, 12)
+    tokens = [2] + list(rng.randint(5, 100, size=n - 2)) + [3]
+    weights = list((rng.rand(n) < 0.3).astype(np.float32))
+    examples.append({"input_tokens": tokens, "token_types": [0] * n,
+                     "targets": [t + 1000 for t in tokens],
+                     "weights": weights})
+  ds = fc.MLMFeatureConverter(pack=True)(
+      _dataset(examples), {"input_tokens": 16, "token_types": 16,
+                           "targets": 16, "weights": 16})
+  rows = list(ds.as_numpy_iterator())
+  assert len(rows) < len(examples)  # Something was packed.
+  total_weight = sum(r["weights"].sum() for r in rows)
+  assert total_weight == sum(sum(ex["weights"]) for ex in examples)
+  for r in rows:
+    real = r["segment_ids"] > 0
+    np.testing.assert_array_equal(r["targets"][real],
+                                  r["input_tokens"][real] + 1000)
+    assert (r["weights"][~real] == 0).all()
+    assert (r["targets"][~real] == 0).all()
+    # Positions restart at every [CLS].
+    np.testing.assert_array_equal(r["positions"] == 0,
+                                  (r["input_tokens"] == 2) | ~real)
+
+
+def test_mlm_unpacked_trims_and_pads():
+  converter = fc.MLMFeatureConverter(pack=False)
+  ds = converter(_dataset(_mlm_examples()[:2]), {"input_tokens": 3})
+  expected = [{
+      "input_tokens": [2, 9, 4], "token_types": [0, 0, 0],
+      "targets": [2, 9, 7], "weights": [0., 0., 1.],
+      "segment_ids": [1, 1, 1], "positions": [0, 1, 2],
+  }, {
+      "input_tokens": [2, 5, 3], "token_types": [0, 1, 1],
+      "targets": [2, 8, 3], "weights": [0., 0.5, 0.],
+      "segment_ids": [1, 1, 1], "positions": [0, 1, 2],
+  }]
+  test_utils.assert_dataset(ds, expected)
+  ds = converter(_dataset(_mlm_examples()[1:2]), {"input_tokens": 5})
+  test_utils.assert_dataset(ds, [{
+      "input_tokens": [2, 5, 3, 0, 0], "token_types": [0, 1, 1, 0, 0],
+      "targets": [2, 8, 3, 0, 0], "weights": [0., 0.5, 0., 0., 0.],
+      "segment_ids": [1, 1, 1, 0, 0], "positions": [0, 1, 2, 0, 0]}])
+
+
+def test_mlm_custom_packing_ops_ignored():
+  converter = fc.MLMFeatureConverter(pack=True, use_custom_packing_ops=True)
+  ds = converter(_dataset(_mlm_examples()), {"input_tokens": 8})
+  assert len(list(ds)) == 2
+
+
+def test_mlm_interior_padding_rejected():
+  bad = [{"input_tokens": [2, 0, 5, 3], "token_types": [0] * 4,
+          "targets": [2, 1, 5, 3], "weights": [0., 1., 0., 0.]}]
+  ds = fc.MLMFeatureConverter(pack=True)(_dataset(bad), {"input_tokens": 8})
+  with pytest.raises(tf.errors.InvalidArgumentError, match="PAD"):
+    list(ds)
+
+
+def test_pair_classification():
+  examples = [
+      {"input_tokens": [2, 7, 3, 8, 3], "token_types": [0, 0, 0, 1, 1],
+       "label": 2},
+      {"input_tokens": [2, 7, 3], "token_types": [0, 0, 0], "label": 0},
+  ]
+  converter = fc.PairClassificationFeatureConverter(
+      pack=False, use_custom_packing_ops=False)
+  ds = converter(_dataset(examples, {"idx": 5}), {"input_tokens": 4})
+  test_utils.assert_dataset(ds, [
+      {"input_tokens": [2, 7, 3, 8], "token_types": [0, 0, 0, 1],
+       "segment_ids": [1, 1, 1, 1], "positions": [0, 1, 2, 3], "label": 2},
+      {"input_tokens": [2, 7, 3, 0], "token_types": [0, 0, 0, 0],
+       "segment_ids": [1, 1, 1, 0], "positions": [0, 1, 2, 0], "label": 0},
+  ])
+  batch = next(ds.batch(2).as_numpy_iterator())
+  assert batch["label"].shape == (2,)
+
+
+def test_tagging():
+  examples = [{"input_tokens": [2, 7, 8, 3], "token_types": [0] * 4,
+               "targets": [0, 3, 0, 0], "weights": [0., 1., 0., 0.]}]
+  ds = fc.TaggingFeatureConverter(pack=False)(
+      _dataset(examples), {"input_tokens": 6, "token_types": 6,
+                           "targets": 6, "weights": 6})
+  test_utils.assert_dataset(ds, [{
+      "input_tokens": [2, 7, 8, 3, 0, 0], "token_types": [0] * 6,
+      "targets": [0, 3, 0, 0, 0, 0], "weights": [0., 1., 0., 0., 0., 0.],
+      "segment_ids": [1, 1, 1, 1, 0, 0], "positions": [0, 1, 2, 3, 0, 0]}])
+
+
+def test_qa():
+  examples = [{"input_tokens": [2, 7, 3, 8, 9, 3], "token_types": [0, 0, 0,
+                                                                   1, 1, 1],
+               "start_positions": 3, "end_positions": 4, "unique_id": 17}]
+  ds = fc.QAFeatureConverter(pack=False)(_dataset(examples),
+                                         {"input_tokens": 6})
+  test_utils.assert_dataset(ds, [{
+      "input_tokens": [2, 7, 3, 8, 9, 3], "token_types": [0, 0, 0, 1, 1, 1],
+      "segment_ids": [1] * 6, "positions": [0, 1, 2, 3, 4, 5],
+      "start_positions": 3, "end_positions": 4}])
+
+
+@pytest.mark.parametrize("cls", [fc.PairClassificationFeatureConverter,
+                                 fc.TaggingFeatureConverter,
+                                 fc.QAFeatureConverter])
+def test_finetuning_converters_refuse_packing(cls):
+  with pytest.raises(ValueError, match="does not support pack=True"):
+    cls(pack=True, use_custom_packing_ops=False)
+
+
+def test_model_feature_lengths():
+  assert fc.MLMFeatureConverter(pack=True).get_model_feature_lengths(
+      {"input_tokens": 16}) == {
+          "input_tokens": 16, "token_types": 16, "targets": 16,
+          "weights": 16, "segment_ids": 16, "positions": 16}
+  lengths = fc.QAFeatureConverter(pack=False).get_model_feature_lengths(
+      {"input_tokens": 8})
+  assert lengths["input_tokens"] == 8 and "start_positions" in lengths
+  # seqio's evaluator passes measured (shorter) lengths and lengths of
+  # output features that are not task features: aligned to input_tokens.
+  assert fc.TaggingFeatureConverter(pack=False).get_model_feature_lengths(
+      {"input_tokens": 8, "targets": 6, "unrelated": 3})["targets"] == 8
+  with pytest.raises(ValueError, match="exceeds the input_tokens length"):
+    fc.TaggingFeatureConverter(pack=False).get_model_feature_lengths(
+        {"input_tokens": 8, "targets": 12})
+  with pytest.raises(ValueError, match="no 'input_tokens' length"):
+    fc.MLMFeatureConverter().get_model_feature_lengths({"targets": 8})
+
+
+def test_missing_task_feature_is_reported():
+  examples = [{"input_tokens": [2, 3], "token_types": [0, 0]}]
+  with pytest.raises(ValueError, match="'label'"):
+    fc.PairClassificationFeatureConverter(pack=False)(
+        _dataset(examples), {"input_tokens": 4})
+
+
+def test_is_seqio_feature_converter():
+  assert issubclass(fc.MLMFeatureConverter, seqio.FeatureConverter)
+  # T5X's export reads the feature specs from the class itself.
+  assert fc.PairClassificationFeatureConverter.MODEL_FEATURES["label"].rank == 0
+  assert set(fc.MLMFeatureConverter.MODEL_FEATURES) == {
+      "input_tokens", "token_types", "targets", "weights", "segment_ids",
+      "positions"}

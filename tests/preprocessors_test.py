@@ -1,0 +1,193 @@
+"""Tests for rembert_t5x.preprocessors (MLM pre-training)."""
+
+import numpy as np
+import pytest
+import seqio
+import tensorflow as tf
+
+from rembert_t5x import preprocessors
+from rembert_t5x import vocabulary
+
+VOCAB_SIZE = 1000
+
+
+def _token_dataset(token_lists, key="tokens"):
+  return tf.data.Dataset.from_generator(
+      lambda: ({key: t} for t in token_lists),
+      output_signature={key: tf.TensorSpec([None], tf.int32)})
+
+
+@pytest.fixture(scope="module")
+def vocab(tmp_path_factory):
+  tmp = tmp_path_factory.mktemp("vocab")
+  rng = np.random.RandomState(0)
+  words = {"en": ["the", "cat", "sat", "on", "mat", "dog", "ran"],
+           "el": ["η", "γάτα", "κάθισε", "στο", "χαλί", "σκύλος"]}
+  files = {}
+  for lang, ws in words.items():
+    path = tmp / f"{lang}.txt"
+    path.write_text("\n".join(" ".join(rng.choice(ws, 6))
+                              for _ in range(200)), "utf-8")
+    files[lang] = [str(path)]
+  model = vocabulary.train_sentencepiece(files, str(tmp / "spm"),
+                                         vocab_size=40, character_coverage=1.0)
+  return vocabulary.RemBertVocabulary(model)
+
+
+def test_line_to_text():
+  ds = tf.data.Dataset.from_tensor_slices(["α β", "x"])
+  out = list(preprocessors.line_to_text(ds).as_numpy_iterator())
+  assert out == [{"text": "α β".encode()}, {"text": b"x"}]
+
+
+def test_tokenize_text(vocab):
+  features = {"input_tokens": seqio.Feature(vocab, add_eos=False)}
+  ds = tf.data.Dataset.from_tensor_slices(
+      {"text": ["the cat sat", "η γάτα"], "url": ["a", "b"]})
+  out = list(preprocessors.tokenize_text(
+      ds, output_features=features).as_numpy_iterator())
+  assert set(out[0]) == {"tokens"}
+  assert out[0]["tokens"].tolist() == vocab.encode("the cat sat")
+  assert out[1]["tokens"].tolist() == vocab.encode("η γάτα")
+  assert out[0]["tokens"].dtype == np.int32
+
+
+def test_pack_contiguous_tokens():
+  ds = _token_dataset([[11, 12, 13], [14, 15, 16, 17], [], [18]])
+  out = preprocessors.pack_contiguous_tokens(ds, {"input_tokens": 6})
+  got = [ex["input_tokens"].tolist() for ex in out.as_numpy_iterator()]
+  assert got == [[2, 11, 12, 13, 14, 3], [2, 15, 16, 17, 18, 3]]
+  ds = _token_dataset([[11, 12, 13], [14, 15, 16, 17]])
+  out = preprocessors.pack_contiguous_tokens(ds, {"input_tokens": 4})
+  got = [ex["input_tokens"].tolist() for ex in out.as_numpy_iterator()]
+  assert got == [[2, 11, 12, 3], [2, 13, 14, 3], [2, 15, 16, 3], [2, 17, 3]]
+
+
+def test_pack_contiguous_tokens_keeps_every_token():
+  rng = np.random.RandomState(1)
+  docs = [list(rng.randint(5, 50, size=rng.randint(0, 30))) for _ in range(50)]
+  out = preprocessors.pack_contiguous_tokens(
+      _token_dataset(docs), {"input_tokens": 16})
+  rows = [ex["input_tokens"] for ex in out.as_numpy_iterator()]
+  assert all(r[0] == vocabulary.CLS_ID and r[-1] == vocabulary.SEP_ID
+             for r in rows)
+  assert all(len(r) == 16 for r in rows[:-1]) and len(rows[-1]) <= 16
+  np.testing.assert_array_equal(np.concatenate([r[1:-1] for r in rows]),
+                                np.concatenate(docs))
+
+
+def test_pack_contiguous_tokens_rejects_tiny_length():
+  with pytest.raises(ValueError, match="at least 3"):
+    preprocessors.pack_contiguous_tokens(_token_dataset([[5]]),
+                                         {"input_tokens": 2})
+
+
+def _random_sequences(num, rng):
+  seqs = []
+  for _ in range(num):
+    body = rng.randint(5, VOCAB_SIZE, size=rng.randint(1, 60))
+    # Sprinkle special ids inside: they must never be selected.
+    body[rng.rand(len(body)) < 0.05] = vocabulary.UNK_ID
+    body[rng.rand(len(body)) < 0.05] = vocabulary.MASK_ID
+    seqs.append([vocabulary.CLS_ID] + body.tolist() + [vocabulary.SEP_ID])
+  return seqs
+
+
+def test_mask_tokens_eager_example():
+  fn = preprocessors.mask_tokens.__wrapped__  # The undecorated function.
+  tokens = tf.constant([2] + list(range(10, 50)) + [3], tf.int32)
+  out = fn({"input_tokens": tokens}, seed=tf.constant([1, 2]),
+           vocab_size=VOCAB_SIZE)
+  assert set(out) == {"input_tokens", "token_types", "targets", "weights"}
+  assert out["targets"].numpy().tolist() == tokens.numpy().tolist()
+  assert out["token_types"].numpy().tolist() == [0] * 42
+  assert out["weights"].dtype == tf.float32
+  assert out["weights"].numpy().sum() == 6  # round(0.15 * 40)
+  assert out["weights"].numpy()[[0, -1]].tolist() == [0, 0]
+  changed = out["input_tokens"].numpy() != tokens.numpy()
+  assert not (changed & (out["weights"].numpy() == 0)).any()
+  again = fn({"input_tokens": tokens}, seed=tf.constant([1, 2]),
+             vocab_size=VOCAB_SIZE)
+  np.testing.assert_array_equal(again["input_tokens"], out["input_tokens"])
+  other = fn({"input_tokens": tokens}, seed=tf.constant([7, 2]),
+             vocab_size=VOCAB_SIZE)
+  assert not np.array_equal(other["weights"], out["weights"])
+
+
+def test_mask_tokens_short_and_special_only():
+  fn = preprocessors.mask_tokens.__wrapped__
+  out = fn({"input_tokens": tf.constant([2, 77, 3])}, seed=tf.constant([0, 0]),
+           vocab_size=VOCAB_SIZE)
+  assert out["weights"].numpy().tolist() == [0, 1, 0]  # At least one.
+  out = fn({"input_tokens": tf.constant([2, 3])}, seed=tf.constant([0, 0]),
+           vocab_size=VOCAB_SIZE)
+  assert out["weights"].numpy().tolist() == [0, 0]
+
+
+def _masked_dataset(seqs, seed):
+  ds = _token_dataset(seqs, key="input_tokens")
+  with seqio.utils.map_seed_manager(seed):
+    return preprocessors.mask_tokens(ds, vocab_size=VOCAB_SIZE)
+
+
+def test_mask_tokens_statistics_in_tf_data():
+  rng = np.random.RandomState(0)
+  seqs = _random_sequences(1500, rng)
+  outs = list(_masked_dataset(seqs, seed=123).as_numpy_iterator())
+  num_candidates = num_selected = num_mask = num_random = num_kept = 0
+  for seq, out in zip(seqs, outs):
+    seq = np.array(seq)
+    np.testing.assert_array_equal(out["targets"], seq)
+    special = seq < vocabulary.NUM_SPECIAL_IDS
+    selected = out["weights"] == 1.0
+    assert not (selected & special).any()
+    assert set(np.unique(out["weights"])) <= {0.0, 1.0}
+    # Unselected positions are untouched.
+    np.testing.assert_array_equal(out["input_tokens"][~selected],
+                                  seq[~selected])
+    inputs = out["input_tokens"][selected]
+    is_mask = inputs == vocabulary.MASK_ID
+    is_kept = inputs == seq[selected]
+    is_random = ~is_mask & ~is_kept
+    assert (inputs[is_random] >= vocabulary.NUM_SPECIAL_IDS).all()
+    num_candidates += (~special).sum()
+    num_selected += selected.sum()
+    num_mask += is_mask.sum()
+    num_random += is_random.sum()
+    num_kept += is_kept.sum()
+  assert abs(num_selected / num_candidates - 0.15) < 0.01
+  assert abs(num_mask / num_selected - 0.8) < 0.02
+  # A random draw equal to the original counts as kept (p = 1/995).
+  assert abs(num_random / num_selected - 0.1) < 0.015
+  assert abs(num_kept / num_selected - 0.1) < 0.015
+
+
+def test_mask_tokens_deterministic_per_seed():
+  seqs = _random_sequences(20, np.random.RandomState(3))
+  first = list(_masked_dataset(seqs, seed=5).as_numpy_iterator())
+  second = list(_masked_dataset(seqs, seed=5).as_numpy_iterator())
+  other = list(_masked_dataset(seqs, seed=6).as_numpy_iterator())
+  for a, b in zip(first, second):
+    np.testing.assert_array_equal(a["input_tokens"], b["input_tokens"])
+    np.testing.assert_array_equal(a["weights"], b["weights"])
+  assert any(not np.array_equal(a["weights"], c["weights"])
+             for a, c in zip(first, other))
+
+
+def test_mask_tokens_uses_output_features_vocab_size(vocab):
+  features = {"input_tokens": seqio.Feature(vocab, add_eos=False)}
+  seqs = _random_sequences(200, np.random.RandomState(4))
+  seqs = [[t % 40 for t in s] for s in seqs]
+  ds = _token_dataset(seqs, key="input_tokens")
+  with seqio.utils.map_seed_manager(1):
+    out = preprocessors.mask_tokens(ds, output_features=features)
+  for ex in out.as_numpy_iterator():
+    assert (ex["input_tokens"] < 40).all()
+
+
+def test_mask_tokens_bad_arguments():
+  ds = _token_dataset([[2, 9, 3]], key="input_tokens")
+  with pytest.raises(ValueError, match="needs vocab_size"):
+    preprocessors.mask_tokens(ds)
+  with pytest.raises(ValueError, match="no ordinary tokens"):
+    preprocessors.mask_tokens(ds, vocab_size=5)

@@ -1,0 +1,180 @@
+"""The local runner: training, checkpoints, resume, sharding, user errors."""
+
+import json
+import os
+import pathlib
+
+import numpy as np
+import pytest
+
+from rembert_t5x import cli
+from rembert_t5x import configs
+from rembert_t5x import models
+from rembert_t5x import network
+from rembert_t5x import train
+from tests import test_utils
+
+RUN_GIN = """
+from __gin__ import dynamic_registration
+from rembert_t5x import models
+from rembert_t5x import network
+from rembert_t5x import train
+include 'gin_configs/models/tiny.gin'
+VOCAB_SIZE = 97
+MODEL_DIR = %gin.REQUIRED
+train.train:
+  model = @models.RemBertMLMModel()
+  mixture_or_task_name = 'test_random_mlm'
+  task_feature_lengths = {'input_tokens': 16}
+  train_steps = 4
+  batch_size = 8
+  learning_rate = 1e-3
+  checkpoint_period = 2
+  log_period = 2
+  progress_bar = False
+models.RemBertMLMModel.module = @network.RemBertForMaskedLM()
+"""
+
+
+@pytest.fixture(autouse=True)
+def _task():
+  test_utils.register_random_mlm_task()
+
+
+@pytest.fixture
+def run_gin(tmp_path):
+  path = tmp_path / "run.gin"
+  path.write_text(RUN_GIN)
+  return str(path)
+
+
+def _main(*argv):
+  train.main(cli.parse_gin_args(list(argv)))
+
+
+def _metrics(model_dir):
+  lines = (pathlib.Path(model_dir) / "metrics.jsonl").read_text().splitlines()
+  return [json.loads(l) for l in lines]
+
+
+def _train(model_dir, steps, mesh_shape=(1, 1), **kwargs):
+  configs.parse_gin([])  # no bindings: explicit arguments only
+  model = models.RemBertMLMModel(network.RemBertForMaskedLM(test_utils.TINY_CONFIG))
+  return train.train(
+      str(model_dir), model=model, mixture_or_task_name="test_random_mlm",
+      task_feature_lengths={"input_tokens": 16}, train_steps=steps,
+      batch_size=8, learning_rate=1e-3, checkpoint_period=2, log_period=2,
+      mesh_shape=mesh_shape, progress_bar=False, **kwargs)
+
+
+def test_gin_run_trains_logs_and_checkpoints(run_gin, tmp_path, capsys):
+  model_dir = tmp_path / "m"
+  _main(f"--gin_file={run_gin}", f"--gin.MODEL_DIR='{model_dir}'")
+  records = _metrics(model_dir)
+  assert [r["step"] for r in records] == [2, 4]
+  for r in records:
+    assert {"loss", "learning_rate", "tokens_per_s", "grad_norm"} <= set(r)
+    assert np.isfinite(r["loss"])
+  assert sorted(p.name for p in (model_dir / "checkpoints").iterdir()
+                if p.name.isdigit()) == ["2", "4"]
+  assert list(model_dir.glob("events.out.tfevents.*"))
+  assert "train.train_steps = 4" in (model_dir / "config.gin").read_text()
+  assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["loss"] == records[-1]["loss"]
+
+
+def test_restart_resumes_from_latest_checkpoint(run_gin, tmp_path):
+  model_dir = tmp_path / "m"
+  _main(f"--gin_file={run_gin}", f"--gin.MODEL_DIR='{model_dir}'")
+  first = _metrics(model_dir)
+  _main(f"--gin_file={run_gin}", f"--gin.MODEL_DIR='{model_dir}'",
+        "--gin.train.train_steps=6")
+  records = _metrics(model_dir)
+  assert [r["step"] for r in records] == [2, 4, 6]
+  assert records[:2] == first  # nothing already written is lost
+
+
+def test_data_and_model_parallel_mesh_gives_the_same_losses(tmp_path):
+  """A data=2 x model=2 mesh computes what one device computes."""
+  one = _train(tmp_path / "one", 4, mesh_shape=(1, 1))
+  sharded = _train(tmp_path / "sharded", 4, mesh_shape=(2, 2))
+  np.testing.assert_allclose(sharded["loss"], one["loss"], rtol=1e-5)
+  np.testing.assert_allclose(sharded["grad_norm"], one["grad_norm"], rtol=1e-4)
+
+
+def test_gradient_accumulation_matches_the_full_batch(tmp_path):
+  full = _train(tmp_path / "full", 2)
+  accumulated = _train(tmp_path / "acc", 2, grad_accum_steps=2)
+  np.testing.assert_allclose(accumulated["learning_rate"], full["learning_rate"])
+  # Per-micro-batch means differ from the full-batch mean only by weighting.
+  np.testing.assert_allclose(accumulated["loss"], full["loss"], rtol=0.05)
+
+
+def test_finetuning_from_a_pretraining_checkpoint(tmp_path):
+  _train(tmp_path / "pre", 2)
+  params = train.load_params(str(tmp_path / "pre"))
+  assert "mlm_head" in params
+  cls = models.RemBertPairClassificationModel(
+      network.RemBertForSequenceClassification(test_utils.TINY_CONFIG, 3))
+  fresh = cls.get_initial_variables(
+      __import__("jax").random.PRNGKey(0), {"input_tokens": (2, 16)})["params"]
+  merged = models.finetuning_params_from_pretraining(params, fresh, 2)
+  np.testing.assert_array_equal(
+      merged["encoder"]["embeddings"]["word_embeddings"]["embedding"],
+      params["encoder"]["embeddings"]["word_embeddings"]["embedding"])
+
+
+@pytest.mark.parametrize("binding,message", [
+    ("--gin.train.train.mixture_or_task_name='no_such_task'",
+     "unknown task or mixture 'no_such_task'"),
+    ("--gin.train.train.batch_sise=3", "batch_sise"),
+])
+def test_user_errors_are_one_line(run_gin, tmp_path, capsys, binding, message):
+  with pytest.raises(SystemExit) as e:
+    cli.run_main(train.main, [f"--gin_file={run_gin}",
+                              f"--gin.MODEL_DIR='{tmp_path / 'm'}'", binding])
+  assert e.value.code == 2
+  err = capsys.readouterr().err.strip()
+  assert err.startswith("error: ") and message in err
+  assert len(err.splitlines()) == 1
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+def test_unwritable_model_dir(run_gin, tmp_path):
+  locked = tmp_path / "locked"
+  locked.mkdir(mode=0o500)
+  with pytest.raises(cli.UserError, match="is not writable"):
+    _main(f"--gin_file={run_gin}", f"--gin.MODEL_DIR='{locked / 'm'}'")
+
+
+def test_model_dir_that_is_a_file(run_gin, tmp_path):
+  blocker = tmp_path / "file"
+  blocker.write_text("not a directory")
+  with pytest.raises(cli.UserError, match=f"MODEL_DIR {blocker / 'm'} is not writable"):
+    _main(f"--gin_file={run_gin}", f"--gin.MODEL_DIR='{blocker / 'm'}'")
+
+
+def test_checkpoint_of_another_architecture_is_refused(run_gin, tmp_path):
+  model_dir = tmp_path / "m"
+  _main(f"--gin_file={run_gin}", f"--gin.MODEL_DIR='{model_dir}'")
+  before = sorted(p.name for p in (model_dir / "checkpoints").iterdir())
+  metrics_before = (model_dir / "metrics.jsonl").read_text()
+  with pytest.raises(cli.UserError, match=r"parameter .* has shape .* this model expects"):
+    _main(f"--gin_file={run_gin}", f"--gin.MODEL_DIR='{model_dir}'",
+          "--gin.EMBED_DIM=128", "--gin.NUM_HEADS=8", "--gin.train.train_steps=6")
+  assert sorted(p.name for p in (model_dir / "checkpoints").iterdir()) == before
+  assert (model_dir / "metrics.jsonl").read_text() == metrics_before
+
+
+def test_missing_model_dir(run_gin):
+  with pytest.raises(cli.UserError, match="MODEL_DIR is not set"):
+    _main(f"--gin_file={run_gin}")
+
+
+def test_parse_gin_args():
+  args = cli.parse_gin_args(["--gin_file=a.gin", "--gin_file", "b.gin",
+                             "--gin.X=3", "--gin_search_paths=.,x"])
+  assert args.gin_files == ["a.gin", "b.gin"]
+  assert args.bindings == ["X = 3"]
+  assert args.search_paths == [".", "x"]
+  with pytest.raises(cli.UserError, match="unknown arguments: --lr=3"):
+    cli.parse_gin_args(["--gin_file=a.gin", "--lr=3"])
