@@ -18,12 +18,22 @@ SeqIO tasks through the model's feature converter. Writes to MODEL_DIR:
 
 Restarting with the same MODEL_DIR resumes from the latest checkpoint, with
 the same data order (the input pipeline is deterministic and skips what the
-restored steps consumed).
+restored steps consumed) and the same dropout keys (folded from the step), so
+a run killed at any point (even with SIGKILL, even inside a checkpoint save)
+and restarted with the same command ends with the losses of an uninterrupted
+run. metrics.jsonl and config.gin are replaced atomically (io_utils).
+
+Test hook (used by tests/resume_test.py; never set it otherwise):
+REMBERT_T5X_CRASH_AT=step:N makes the runner SIGKILL itself right after the
+update of step N (before that step is logged or saved); save:N makes it
+SIGKILL itself inside the checkpoint save of step N, after every file is
+written and just before orbax's rename commits the checkpoint.
 """
 
 import json
 import os
 import pathlib
+import signal
 import time
 from typing import Any, Optional, Sequence
 
@@ -34,10 +44,12 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 import seqio
+import tensorflow as tf
 import tqdm
 
 from rembert_t5x import cli
 from rembert_t5x import configs
+from rembert_t5x import io_utils
 from rembert_t5x import models
 from rembert_t5x import train_lib
 
@@ -74,18 +86,105 @@ def get_task_or_mixture(name: str):
 def make_dataset(model, task_name: str, task_feature_lengths, batch_size: int,
                  split: str, seed: int, pack: bool, skip_batches: int = 0,
                  shuffle: bool = True, num_epochs: Optional[int] = None):
-  """A deterministic, batched numpy iterator over the task's model features."""
+  """A deterministic, batched numpy iterator over the task's model features.
+
+  The same arguments give the same batches in the same order (seeded
+  shuffling, masking and mixture sampling; tf.data keeps element order),
+  so `skip_batches=k` yields exactly what an uninterrupted pipeline yields
+  after its first k batches.
+  """
   task = get_task_or_mixture(task_name)
   converter = model.FEATURE_CONVERTER_CLS(pack=pack)
-  ds = task.get_dataset(
-      sequence_length=dict(task_feature_lengths), split=split,
-      shuffle=shuffle, seed=seed, num_epochs=num_epochs,
-      use_cached=False, shard_info=None)
-  ds = converter(ds, dict(task_feature_lengths))
+  try:
+    ds = task.get_dataset(
+        sequence_length=dict(task_feature_lengths), split=split,
+        shuffle=shuffle, seed=seed, num_epochs=num_epochs,
+        use_cached=False, shard_info=None)
+    ds = converter(ds, dict(task_feature_lengths))
+  except (ValueError, KeyError, OSError, tf.errors.OpError) as e:
+    raise cli.UserError(f"task {task_name}, split {split}: "
+                        f"{_first_line(e)}") from e
   ds = ds.batch(batch_size, drop_remainder=True)
   if skip_batches:
     ds = ds.skip(skip_batches)
+  options = tf.data.Options()
+  options.deterministic = True  # never trade element order for speed
+  ds = ds.with_options(options)
   return ds.prefetch(2).as_numpy_iterator()
+
+
+def _first_line(e: BaseException) -> str:
+  text = (getattr(e, "message", None) or str(e)).strip()
+  return text.splitlines()[0] if text else type(e).__name__
+
+
+def next_batch(data, task_name: str, step: int):
+  """The next batch; data errors become one-line `UserError`s."""
+  try:
+    return next(data)
+  except StopIteration as e:
+    raise cli.UserError(f"task {task_name} ran out of data at step "
+                        f"{step + 1}") from e
+  except (ValueError, tf.errors.OpError) as e:
+    raise cli.UserError(f"task {task_name}, reading the batch of step "
+                        f"{step + 1}: {_first_line(e)}") from e
+
+
+def check_task_vocabulary(model, task_name: str) -> None:
+  """A task vocabulary larger than the model's embedding is an error.
+
+  Ids beyond the embedding table do not fail in JAX (gathers clamp), they
+  silently read the wrong rows; refuse before training starts.
+  """
+  vocab_size = model.config.vocab_size
+  task = get_task_or_mixture(task_name)
+  subtasks = getattr(task, "tasks", None) or [task]
+  for sub in subtasks:
+    feature = sub.output_features.get("input_tokens")
+    if feature is None:
+      continue
+    try:
+      size = feature.vocabulary.vocab_size
+    except (ValueError, OSError) as e:
+      raise cli.UserError(f"task {sub.name}: cannot load its vocabulary: "
+                          f"{_first_line(e)}") from e
+    if size > vocab_size:
+      raise cli.UserError(
+          f"task {sub.name}: its vocabulary has {size} ids but the model's "
+          f"VOCAB_SIZE is {vocab_size}; set VOCAB_SIZE >= {size}")
+
+
+def check_batch(model, batch, task_name: str, step: int) -> None:
+  """Host-side range checks of ids and labels (clamped silently otherwise)."""
+  where = f"task {task_name}, batch of step {step + 1}"
+  vocab_size = model.config.vocab_size
+  tokens = batch["input_tokens"]
+  if tokens.size and (tokens.min() < 0 or tokens.max() >= vocab_size):
+    raise cli.UserError(
+        f"{where}: field 'input_tokens' has id {int(tokens.max())} outside "
+        f"the model's vocabulary [0, {vocab_size})")
+  num_classes = getattr(model.module, "num_classes", None)
+  if "label" in batch and num_classes:
+    label = batch["label"]
+    if label.min() < 0 or label.max() >= num_classes:
+      raise cli.UserError(
+          f"{where}: field 'label' has value {int(label.max())} outside "
+          f"[0, {num_classes}) (the model has {num_classes} classes)")
+  if "targets" in batch and "weights" in batch:
+    bound = num_classes or vocab_size
+    what = "tags" if num_classes else "vocabulary ids"
+    used = batch["targets"][batch["weights"] != 0]
+    if used.size and (used.min() < 0 or used.max() >= bound):
+      raise cli.UserError(
+          f"{where}: field 'targets' has value {int(used.max())} outside "
+          f"[0, {bound}) ({bound} {what})")
+  for key in ("start_positions", "end_positions"):
+    if key in batch:
+      pos = batch[key]
+      if pos.min() < 0 or pos.max() >= tokens.shape[-1]:
+        raise cli.UserError(
+            f"{where}: field '{key}' has value {int(pos.max())} outside "
+            f"the sequence [0, {tokens.shape[-1]})")
 
 
 class MetricsLog:
@@ -95,19 +194,23 @@ class MetricsLog:
     self.path = model_dir / "metrics.jsonl"
     if self.path.exists():
       # Steps after the restored checkpoint will be re-run and re-logged:
-      # drop their old lines so each step appears once (atomic rewrite).
-      kept = [l for l in self.path.read_text().splitlines()
-              if l.strip() and json.loads(l)["step"] <= resume_step]
-      tmp = self.path.with_suffix(".jsonl.tmp")
-      tmp.write_text("".join(l + "\n" for l in kept))
-      os.replace(tmp, self.path)
+      # drop their old lines so each step appears once (atomic rewrite). A
+      # run killed while appending may have left a partial last line.
+      kept = []
+      for line in self.path.read_text().splitlines():
+        try:
+          record = json.loads(line)
+        except json.JSONDecodeError:
+          continue
+        if record.get("step", 0) <= resume_step:
+          kept.append(line)
+      io_utils.atomic_write_text(self.path, "".join(l + "\n" for l in kept))
     self.writer = metric_writers.create_default_writer(
         str(model_dir), just_logging=jax.process_index() > 0)
 
   def write(self, step: int, scalars: dict[str, float]):
     record = {"step": step, **{k: float(v) for k, v in scalars.items()}}
-    with self.path.open("a") as f:
-      f.write(json.dumps(record) + "\n")
+    io_utils.append_line(self.path, json.dumps(record))
     self.writer.write_scalars(step, scalars)
 
   def close(self):
@@ -154,6 +257,18 @@ def _check_checkpoint_matches(step_dir: pathlib.Path, params):
           f"this model expects {expected[name]} (another architecture?)")
 
 
+def _complete_steps(root: pathlib.Path) -> list[tuple[int, pathlib.Path]]:
+  """(step, dir) of the committed checkpoints under a checkpoints dir.
+
+  Orbax writes a checkpoint under a temporary name (`<step>.orbax-checkpoint-
+  tmp-*`) and renames it to `<step>` only once every file is written, so a
+  digit-only name with its `default` item is complete; temporaries left by a
+  killed save are never candidates.
+  """
+  return sorted((int(p.name), p) for p in root.iterdir()
+                if p.name.isdigit() and (p / "default").is_dir())
+
+
 def latest_checkpoint_dir(path: str) -> pathlib.Path:
   """The newest complete checkpoint under a MODEL_DIR or checkpoints dir."""
   root = pathlib.Path(path)
@@ -163,11 +278,45 @@ def latest_checkpoint_dir(path: str) -> pathlib.Path:
     return root
   if not root.is_dir():
     raise cli.UserError(f"checkpoint {path}: no such directory")
-  steps = sorted((int(p.name), p) for p in root.iterdir()
-                 if p.name.isdigit() and (p / "default").is_dir())
+  steps = _complete_steps(root)
   if not steps:
     raise cli.UserError(f"checkpoint {path}: no checkpoint found in {root}")
   return steps[-1][1]
+
+
+def _crash_hook() -> tuple[Optional[str], int]:
+  """Parses REMBERT_T5X_CRASH_AT (a test hook; see the module docstring)."""
+  value = os.environ.get("REMBERT_T5X_CRASH_AT", "")
+  if not value:
+    return None, -1
+  kind, _, step = value.partition(":")
+  if kind not in ("step", "save") or not step.isdigit():
+    raise cli.UserError(f"REMBERT_T5X_CRASH_AT={value!r}: expected step:N "
+                        "or save:N")
+  return kind, int(step)
+
+
+def _kill_self():
+  os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _arm_crash_in_save(step: int) -> None:
+  """SIGKILLs the process inside the save of `step`, just before its commit.
+
+  Wraps orbax's commit of a temporary checkpoint directory (the rename that
+  makes it `<step>`): every file of the checkpoint is then on disk under the
+  temporary name, the worst moment for a crash.
+  """
+  from orbax.checkpoint._src.path import atomicity  # pylint: disable=g-import-not-at-top
+  cls = atomicity.AtomicRenameTemporaryPath
+  original = cls.finalize
+
+  async def finalize(self, *args, **kwargs):
+    if pathlib.Path(str(self.get_final())).name == str(step):
+      _kill_self()
+    return await original(self, *args, **kwargs)
+
+  cls.finalize = finalize
 
 
 def load_params(checkpoint: str) -> dict:
@@ -249,8 +398,10 @@ def train(
   if batch_size % grad_accum_steps:
     raise cli.UserError(f"batch_size {batch_size} is not divisible by "
                         f"grad_accum_steps {grad_accum_steps}")
+  crash_kind, crash_step = _crash_hook()
   out_dir = check_model_dir(model_dir)
   get_task_or_mixture(mixture_or_task_name)  # fail early on a typo
+  check_task_vocabulary(model, mixture_or_task_name)
   rules = train_lib.default_rules()
   mesh = train_lib.make_mesh(mesh_shape)
   if batch_size // grad_accum_steps % mesh.shape["data"]:
@@ -280,7 +431,8 @@ def train(
 
   mngr = _checkpoint_manager(out_dir, checkpoint_period, keep_checkpoints)
   start = 0
-  latest = mngr.latest_step()
+  complete = _complete_steps(out_dir / "checkpoints")
+  latest = complete[-1][0] if complete else None
   if latest is not None:
     _check_checkpoint_matches(out_dir / "checkpoints" / str(latest),
                               state.params)
@@ -290,7 +442,9 @@ def train(
     state = mngr.restore(latest, args=ocp.args.StandardRestore(abstract))
     start = int(state.step)
     logging.info("Resumed from %s at step %d", out_dir / "checkpoints", start)
-  (out_dir / "config.gin").write_text(gin.operative_config_str())
+  io_utils.atomic_write_text(out_dir / "config.gin", gin.operative_config_str())
+  if crash_kind == "save":
+    _arm_crash_in_save(crash_step)
 
   step_fn = train_lib.jit_train_step(
       train_lib.make_train_step(model, tx, schedule, grad_accum_steps,
@@ -308,20 +462,25 @@ def train(
   try:
     for step in range(start, train_steps):
       tick = time.perf_counter()
-      try:
-        batch = next(data)
-      except StopIteration as e:
-        raise cli.UserError(f"task {mixture_or_task_name} ran out of data at "
-                            f"step {step}") from e
+      batch = next_batch(data, mixture_or_task_name, step)
+      check_batch(model, batch, mixture_or_task_name, step)
       state, metrics = step_fn(state, batch, dropout_rng)
       done = step + 1
+      if crash_kind == "step" and done == crash_step:
+        jax.block_until_ready(state)
+        _kill_self()
       if not bool(metrics["finite"]):
         if nonfinite == "stop":
+          # The new state is never saved: the last checkpoint stays the
+          # newest, and a restart resumes from it.
+          good = _complete_steps(out_dir / "checkpoints")
           raise cli.UserError(
               f"non-finite loss or gradient at step {done} (loss="
               f"{float(metrics['loss'])}, grad_norm="
               f"{float(metrics['grad_norm'])}); stopped, the last good "
-              f"checkpoint is step {mngr.latest_step()} in {out_dir}")
+              f"checkpoint is "
+              + (f"{good[-1][1]}" if good else "none (no step saved yet)")
+              + " (train.nonfinite='skip' skips such updates)")
         logging.warning("step %d: non-finite loss/gradient, update skipped", done)
       tokens = float(np.sum(batch["segment_ids"] > 0))
       meter.add(tokens, time.perf_counter() - tick)
@@ -335,6 +494,9 @@ def train(
         meter.reset()
       if done % checkpoint_period == 0 or done == train_steps:
         mngr.save(done, args=ocp.args.StandardSave(state), force=True)
+        if crash_kind == "save" and done == crash_step:
+          raise RuntimeError("REMBERT_T5X_CRASH_AT=save:N did not fire: "
+                             "orbax's commit path changed")
       bar.update(1)
   finally:
     bar.close()
@@ -357,4 +519,8 @@ def main(args: cli.GinArgs) -> None:
 
 
 if __name__ == "__main__":
-  cli.run_main(main)
+  # Run the copy imported under its package name, so gin bindings such as
+  # `train.train.x` (module `rembert_t5x.train`) apply; `python -m` would
+  # otherwise register the configurables under `__main__`.
+  from rembert_t5x import train as _module  # pylint: disable=g-import-not-at-top
+  cli.run_main(_module.main)

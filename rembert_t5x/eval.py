@@ -1,0 +1,213 @@
+r"""Local evaluation: per-language metrics of a checkpoint on SeqIO tasks.
+
+  python -m rembert_t5x.eval \
+    --gin_file=gin_configs/runs/local_tiny_finetune_pair.gin \
+    --gin.CHECKPOINT_DIR="'/tmp/ft'" --gin.EVAL_OUTPUT_DIR="'/tmp/ft/eval'"
+
+Runs SeqIO's own `Evaluator` (the same postprocessors and metric functions
+`t5x.eval` uses) with the model's `predict_batch_with_aux`, over every task
+of a mixture, and writes to EVAL_OUTPUT_DIR:
+
+  results.json   {"tasks": {task: {metric: value}}, "languages": {...}}
+  results.md     a per-language table (one row per language)
+  results.png    a bar chart of the main metric per language
+"""
+
+import collections
+import json
+import pathlib
+import re
+from typing import Any, Mapping, Optional, Sequence
+
+import gin
+import jax
+import numpy as np
+import seqio
+
+from rembert_t5x import cli
+from rembert_t5x import configs
+
+# Which metric summarises a task in tables and plots, in order of preference.
+MAIN_METRICS = ("xtreme", "f1", "accuracy", "exact_match")
+
+
+def make_predict_fn(model, params, batch_size: int):
+  """A seqio predict function over an enumerated model-feature dataset."""
+  predict = jax.jit(model.predict_batch_with_aux)
+
+  def predict_fn(ds, model_feature_shapes=None):
+    del model_feature_shapes
+    outputs = []
+    for indices, features in ds.batch(batch_size).as_numpy_iterator():
+      n = len(indices)
+      # Pad the last batch so every call has one shape (one compilation).
+      batch = {k: _pad(v, batch_size) for k, v in features.items()
+               if np.issubdtype(v.dtype, np.number)}
+      predictions, _ = predict(params, batch)
+      predictions = np.asarray(predictions)[:n]
+      outputs.extend(zip(indices.tolist(), list(predictions)))
+    return outputs
+
+  return predict_fn
+
+
+def _pad(x: np.ndarray, size: int) -> np.ndarray:
+  if x.shape[0] == size:
+    return x
+  pad = [(0, size - x.shape[0])] + [(0, 0)] * (x.ndim - 1)
+  return np.pad(x, pad)
+
+
+def evaluate_params(model, params, mixture_or_task_name: str, split: str,
+                    task_feature_lengths: Optional[Mapping[str, int]] = None,
+                    batch_size: int = 32) -> dict[str, dict[str, float]]:
+  """{task: {metric: value}} for every task of the mixture with `split`."""
+  evaluator = seqio.Evaluator(
+      mixture_or_task_name=mixture_or_task_name,
+      feature_converter=model.FEATURE_CONVERTER_CLS(pack=False),
+      eval_split=split, use_cached=False,
+      sequence_length=dict(task_feature_lengths) if task_feature_lengths else None,
+      logger_cls=())
+  if not evaluator.eval_tasks:
+    raise cli.UserError(f"no task of {mixture_or_task_name!r} has a {split!r} "
+                        "split with metrics")
+  predict_fn = make_predict_fn(model, params, batch_size)
+  results, _ = evaluator.evaluate(compute_metrics=True, predict_fn=predict_fn,
+                                  predict_with_aux_fn=predict_fn)
+  return {task: {k: float(v) for k, v in metrics.items()}
+          for task, metrics in results.result().items()}
+
+
+def task_language(task_name: str) -> str:
+  """The language code a task name ends with (`rembert_xnli_de` -> `de`)."""
+  return task_name.rsplit("_", 1)[-1]
+
+
+def task_family(task_name: str) -> str:
+  return re.sub(r"_[^_]+$", "", task_name)
+
+
+def main_metric(metrics: Mapping[str, float]) -> str:
+  for name in MAIN_METRICS:
+    if name in metrics:
+      return name
+  return sorted(metrics)[0]
+
+
+def language_table(task_metrics: Mapping[str, Mapping[str, float]],
+                   chance: Optional[Mapping[str, float]] = None) -> str:
+  """A markdown table: one row per language, one column per metric."""
+  names = sorted({m for metrics in task_metrics.values() for m in metrics})
+  header = ["language"] + names + (["chance"] if chance else [])
+  lines = ["| " + " | ".join(header) + " |",
+           "|" + "---|" * len(header)]
+  by_lang = {task_language(t): m for t, m in task_metrics.items()}
+  for lang in sorted(by_lang):
+    row = [lang] + [f"{by_lang[lang][n]:.1f}" if n in by_lang[lang] else ""
+                    for n in names]
+    if chance:
+      row.append(f"{chance[lang]:.1f}" if lang in chance else "")
+    lines.append("| " + " | ".join(row) + " |")
+  averages = [f"{np.mean([m[n] for m in by_lang.values() if n in m]):.1f}"
+              for n in names]
+  lines.append("| **avg** | " + " | ".join(averages)
+               + (" | " if chance else "") + " |")
+  return "\n".join(lines)
+
+
+def plot_languages(groups: Mapping[str, Mapping[str, float]], path: pathlib.Path,
+                   title: str, ylabel: str,
+                   chance: Optional[Mapping[str, float]] = None) -> None:
+  """Grouped bars: one group per language, one bar per series."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
+  langs = sorted({l for series in groups.values() for l in series})
+  width = 0.8 / max(len(groups), 1)
+  fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(langs) + 2), 3.5))
+  for i, (label, series) in enumerate(sorted(groups.items())):
+    xs = np.arange(len(langs)) + i * width
+    ax.bar(xs, [series.get(l, 0.0) for l in langs], width, label=label)
+  if chance:
+    for j, lang in enumerate(langs):
+      if lang in chance:
+        ax.hlines(chance[lang], j - 0.1, j + 0.8, colors="k", linestyles="--",
+                  label="chance" if j == 0 else None)
+  ax.set_xticks(np.arange(len(langs)) + 0.4 - width / 2)
+  ax.set_xticklabels(langs)
+  ax.set_ylabel(ylabel)
+  ax.set_title(title)
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  tmp = path.with_suffix(".tmp.png")
+  fig.savefig(tmp, dpi=100)
+  plt.close(fig)
+  tmp.replace(path)
+
+
+def write_results(output_dir: str, task_metrics: Mapping[str, Mapping[str, float]],
+                  title: str, chance: Optional[Mapping[str, float]] = None
+                  ) -> dict[str, Any]:
+  """Writes results.json, results.md and results.png (each atomically)."""
+  out = pathlib.Path(output_dir)
+  out.mkdir(parents=True, exist_ok=True)
+  languages = collections.OrderedDict(
+      (task_language(t), dict(m)) for t, m in sorted(task_metrics.items()))
+  record = {"title": title, "tasks": dict(task_metrics),
+            "languages": languages}
+  _atomic_write(out / "results.json", json.dumps(record, indent=1) + "\n")
+  _atomic_write(out / "results.md",
+                f"# {title}\n\n{language_table(task_metrics, chance)}\n")
+  if task_metrics:
+    metric = main_metric(next(iter(task_metrics.values())))
+    plot_languages({title: {l: m[metric] for l, m in languages.items()
+                            if metric in m}},
+                   out / "results.png", title, metric, chance)
+  return record
+
+
+def _atomic_write(path: pathlib.Path, text: str) -> None:
+  tmp = path.with_name(f".{path.name}.tmp")
+  tmp.write_text(text)
+  tmp.replace(path)
+
+
+@gin.configurable(denylist=["checkpoint_dir", "output_dir"])
+def evaluate(checkpoint_dir: str, output_dir: str, *, model=gin.REQUIRED,
+             mixture_or_task_name: str = gin.REQUIRED,
+             split: str = "validation",
+             task_feature_lengths: Optional[Mapping[str, int]] = None,
+             batch_size: int = 32) -> dict[str, Any]:
+  """Evaluates the latest checkpoint in `checkpoint_dir`; writes results."""
+  from rembert_t5x import train  # pylint: disable=g-import-not-at-top
+  train.get_task_or_mixture(mixture_or_task_name)
+  params = train.load_params(checkpoint_dir)
+  metrics = evaluate_params(model, params, mixture_or_task_name, split,
+                            task_feature_lengths, batch_size)
+  return write_results(output_dir, metrics,
+                       f"{mixture_or_task_name} ({split})")
+
+
+def main(args: cli.GinArgs) -> None:
+  configs.parse_gin(args.gin_files, args.bindings,
+                    search_paths=args.search_paths)
+  values = {}
+  for macro in ("CHECKPOINT_DIR", "EVAL_OUTPUT_DIR"):
+    try:
+      value = gin.query_parameter(f"{macro}/macro.value")
+    except ValueError as e:
+      raise cli.UserError(f"the gin files define no {macro} macro") from e
+    if not isinstance(value, str):
+      raise cli.UserError(f"{macro} is not set (e.g. --gin.{macro}=\"'/tmp/x'\")")
+    values[macro] = value
+  record = evaluate(values["CHECKPOINT_DIR"], values["EVAL_OUTPUT_DIR"])
+  print(json.dumps(record["tasks"]))
+
+
+if __name__ == "__main__":
+  # Run the copy imported under its package name, so gin bindings such as
+  # `eval.evaluate.x` (module `rembert_t5x.eval`) apply; `python -m` would
+  # otherwise register the configurables under `__main__`.
+  from rembert_t5x import eval as _module  # pylint: disable=g-import-not-at-top
+  cli.run_main(_module.main)
