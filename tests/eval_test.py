@@ -1,0 +1,85 @@
+"""Local evaluation through SeqIO's evaluator, on the synthetic tasks."""
+
+import json
+
+import numpy as np
+import pytest
+
+from rembert_t5x import cli
+from rembert_t5x import configs
+from rembert_t5x import eval as eval_lib
+from rembert_t5x import models
+from rembert_t5x import network
+from rembert_t5x import train
+from tests import test_utils
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory):
+  from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
+  manifest = synthetic_tasks.prepare(
+      str(tmp_path_factory.mktemp("synthetic")), corpus_sentences=300,
+      pair_train=64, tag_train=64, qa_train=64, eval_examples=16)
+  return synthetic_tasks.register_synthetic(manifest, prefix="evaltest_")
+
+
+CONFIG = network.RemBertConfig(
+    vocab_size=400, input_embed_dim=16, emb_dim=32, output_embed_dim=24,
+    num_layers=1, num_heads=2, head_dim=16, mlp_dim=64,
+    max_position_embeddings=128)
+
+
+@pytest.mark.parametrize("family,model,length", [
+    ("pair", models.RemBertPairClassificationModel(
+        network.RemBertForSequenceClassification(CONFIG, 2)), 64),
+    ("qa", models.RemBertQAModel(network.RemBertForQuestionAnswering(CONFIG),
+                                 max_answer_length=12), 96),
+])
+def test_train_then_evaluate_every_language(tasks, tmp_path, family, model, length):
+  configs.parse_gin([])
+  lengths = {"input_tokens": length}
+  train.train(str(tmp_path / "m"), model=model,
+              mixture_or_task_name=f"evaltest_{family}_train",
+              task_feature_lengths=lengths, train_steps=2, batch_size=8,
+              checkpoint_period=2, progress_bar=False)
+  params = train.load_params(str(tmp_path / "m"))
+  results = eval_lib.evaluate_params(model, params, tasks[family],
+                                     "validation", lengths, batch_size=8)
+  langs = {eval_lib.task_language(t) for t in results}
+  assert langs == {"qla", "qcy", "qgr", "qdv"}
+  for metrics in results.values():
+    main = eval_lib.main_metric(metrics)
+    assert 0.0 <= metrics[main] <= 100.0
+  record = eval_lib.write_results(str(tmp_path / "eval"), results, "test")
+  saved = json.loads((tmp_path / "eval" / "results.json").read_text())
+  assert saved["tasks"] == record["tasks"]
+  table = (tmp_path / "eval" / "results.md").read_text()
+  assert "| qdv |" in table and "**avg**" in table
+  assert (tmp_path / "eval" / "results.png").stat().st_size > 0
+
+
+def test_language_table_and_helpers():
+  metrics = {"x_pair_de": {"accuracy": 80.0}, "x_pair_en": {"accuracy": 90.0}}
+  table = eval_lib.language_table(metrics, chance={"de": 50.0, "en": 50.0})
+  assert "| de | 80.0 | 50.0 |" in table
+  assert "| **avg** | 85.0 |" in table
+  assert eval_lib.task_language("rembert_xnli_de") == "de"
+  assert eval_lib.main_metric({"exact_match": 1, "f1": 2, "xtreme": 3}) == "xtreme"
+
+
+def test_eval_cli_needs_checkpoint_dir(tmp_path):
+  run = tmp_path / "run.gin"
+  run.write_text("include 'gin_configs/models/tiny.gin'\n"
+                 "CHECKPOINT_DIR = %gin.REQUIRED\nEVAL_OUTPUT_DIR = '/tmp/x'\n")
+  with pytest.raises(cli.UserError, match="CHECKPOINT_DIR is not set"):
+    eval_lib.main(cli.parse_gin_args([f"--gin_file={run}"]))
+
+
+def test_evaluate_missing_checkpoint_is_a_user_error(tasks, tmp_path):
+  model = models.RemBertPairClassificationModel(
+      network.RemBertForSequenceClassification(CONFIG, 2))
+  configs.parse_gin([])
+  with pytest.raises(cli.UserError, match="no such directory"):
+    eval_lib.evaluate(str(tmp_path / "nothing"), str(tmp_path / "out"),
+                      model=model, mixture_or_task_name=tasks["pair"])
+  assert not (tmp_path / "out").exists()
