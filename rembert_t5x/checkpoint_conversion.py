@@ -1,4 +1,4 @@
-"""Explicit name/shape maps between Hugging Face RemBERT/BERT and our params.
+"""Explicit name/shape maps between HF / TF RemBERT checkpoints and our params.
 
 A conversion is a pure function from one flat `{name: array}` table to
 another. Every expected key must be present, every shape must match, and
@@ -8,12 +8,19 @@ architecture fails loudly instead of loading half-way.
 Hugging Face stores `nn.Linear` weights as `[out, in]`; we store kernels as
 `[in, out]` (and attention kernels split per head). `hf_name_map` lists, for a
 config and a head, each of our parameter paths with its HF name and the
-transform between them.
+transform between them; `tf_name_map` does the same for the original TF1
+BERT-style RemBERT checkpoint (kernels already `[in, out]`).
+
+The conversions are streaming-friendly: `iter_to_ours` / `iter_from_ours`
+check every name and shape against a `TensorSource` (names and shapes known
+before any tensor is read) and then convert one tensor at a time, so a
+995M-parameter checkpoint never needs two full copies in memory.
 """
 
 import dataclasses
 import enum
-from typing import Mapping, Optional
+import re
+from typing import Any, Callable, Iterator, Mapping, Optional, Protocol
 
 import numpy as np
 
@@ -28,6 +35,9 @@ class Transform(enum.Enum):
   QKV_KERNEL = "qkv_kernel"  # [heads*head_dim, H] -> [H, heads, head_dim]
   QKV_BIAS = "qkv_bias"  # [heads*head_dim] -> [heads, head_dim]
   ATTN_OUT_KERNEL = "attn_out_kernel"  # [H, heads*head_dim] -> [heads, head_dim, H]
+  # TF1 checkpoints store dense kernels as [in, out], like us: only reshapes.
+  TF_QKV_KERNEL = "tf_qkv_kernel"  # [H, heads*head_dim] -> [H, heads, head_dim]
+  TF_ATTN_OUT_KERNEL = "tf_attn_out_kernel"  # [heads*head_dim, H] -> [heads, head_dim, H]
 
 
 class Head(enum.Enum):
@@ -43,7 +53,7 @@ class Head(enum.Enum):
 @dataclasses.dataclass(frozen=True)
 class Entry:
   ours: str  # "/"-joined path in our params tree
-  hf: str  # Hugging Face state-dict key
+  hf: str  # the external name: HF state-dict key (TF variable in `tf_name_map`)
   transform: Transform
   shape: tuple[int, ...]  # our shape
 
@@ -176,6 +186,8 @@ def _to_ours(array: np.ndarray, entry: Entry) -> np.ndarray:
     out = array.reshape(entry.shape)
   elif t == Transform.ATTN_OUT_KERNEL:
     out = array.T.reshape(entry.shape)
+  elif t in (Transform.TF_QKV_KERNEL, Transform.TF_ATTN_OUT_KERNEL):
+    out = array.reshape(entry.shape)
   else:  # pragma: no cover - the enum is closed
     raise AssertionError(t)
   return np.ascontiguousarray(out)
@@ -193,13 +205,202 @@ def _to_hf(array: np.ndarray, entry: Entry) -> np.ndarray:
     out = array.reshape(-1)
   elif t == Transform.ATTN_OUT_KERNEL:
     out = array.reshape(-1, array.shape[-1]).T
+  elif t == Transform.TF_QKV_KERNEL:
+    out = array.reshape(array.shape[0], -1)
+  elif t == Transform.TF_ATTN_OUT_KERNEL:
+    out = array.reshape(-1, array.shape[-1])
   else:  # pragma: no cover
     raise AssertionError(t)
   return np.ascontiguousarray(out)
 
 
-def _hf_shape(entry: Entry) -> tuple[int, ...]:
+def external_shape(entry: Entry) -> tuple[int, ...]:
+  """The shape of `entry`'s tensor in the external (HF or TF) checkpoint."""
   return _to_hf(np.empty(entry.shape, np.int8), entry).shape
+
+
+_hf_shape = external_shape  # the name older callers use
+
+
+# --- Sources: names and shapes first, tensors on demand -----------------------
+
+
+class TensorSource(Protocol):
+  """A checkpoint whose names and shapes are known before reading tensors."""
+
+  def names(self) -> list[str]:
+    ...
+
+  def shape(self, name: str) -> tuple[int, ...]:
+    ...
+
+  def get(self, name: str) -> np.ndarray:
+    ...
+
+
+class DictSource:
+  """A `TensorSource` over an in-memory `{name: array}` mapping."""
+
+  def __init__(self, tensors: Mapping[str, Any]):
+    self._tensors = tensors
+
+  def names(self) -> list[str]:
+    return list(self._tensors)
+
+  def shape(self, name: str) -> tuple[int, ...]:
+    return tuple(np.shape(self._tensors[name]))
+
+  def get(self, name: str) -> np.ndarray:
+    return np.asarray(self._tensors[name])
+
+
+# --- Vocabulary padding -------------------------------------------------------
+
+# Our parameters with a vocabulary dimension, and which of our axes it is.
+# We never pad the vocabulary (README); a source whose vocabulary tensors have
+# more rows (padded for partitioning) is stripped to our size, and a target
+# that wants padded rows gets zeros appended.
+_VOCAB_AXES = {
+    "encoder/embeddings/word_embeddings/embedding": 0,
+    "mlm_head/decoder/kernel": 1,  # [E_out, vocab]
+    "mlm_head/decoder/bias": 0,
+    "mlm_head/decoder_bias": 0,
+}
+
+
+def vocab_axis(entry: Entry) -> Optional[int]:
+  """Our axis of the vocabulary dimension of `entry`, or None."""
+  return _VOCAB_AXES.get(entry.ours)
+
+
+def _with_vocab(entry: Entry, vocab_size: Optional[int]) -> Entry:
+  axis = vocab_axis(entry)
+  if vocab_size is None or axis is None:
+    return entry
+  shape = list(entry.shape)
+  shape[axis] = vocab_size
+  return dataclasses.replace(entry, shape=tuple(shape))
+
+
+def _resize_vocab(array: np.ndarray, entry: Entry, size: int) -> np.ndarray:
+  """Strips trailing vocabulary rows, or appends zero rows, on our side."""
+  axis = vocab_axis(entry)
+  have = array.shape[axis]
+  if have == size:
+    return array
+  if have > size:
+    return np.ascontiguousarray(np.take(array, np.arange(size), axis=axis))
+  pad = [(0, 0)] * array.ndim
+  pad[axis] = (0, size - have)
+  return np.pad(array, pad)
+
+
+# --- Checked, streaming conversion -------------------------------------------
+
+
+def check_source(
+    source: TensorSource,
+    entries: list[Entry],
+    *,
+    source_name: str,
+    ignore_unused: tuple[str, ...] = (),
+    skip: Callable[[str], bool] = lambda name: False,
+    source_vocab_size: Optional[int] = None,
+) -> None:
+  """Checks every name and shape of `source` against the map, reading nothing.
+
+  Args:
+    source: the external checkpoint.
+    entries: the map (`hf_name_map` or `tf_name_map`).
+    source_name: names the checkpoint in errors (a path).
+    ignore_unused: name prefixes that may be present and are not converted.
+    skip: names that may be present and are not converted (e.g. optimizer
+      slots of a TF checkpoint).
+    source_vocab_size: the source's (possibly padded) vocabulary size, when
+      it differs from the config's.
+
+  Raises:
+    ValueError: naming the first missing tensor, wrong shape, or the tensors
+      the map does not know.
+  """
+  names = set(source.names())
+  for e in entries:
+    if e.hf not in names:
+      raise ValueError(f"{source_name}: missing tensor {e.hf!r} (for {e.ours})")
+    want = external_shape(_with_vocab(e, source_vocab_size))
+    got = tuple(source.shape(e.hf))
+    if got != want:
+      raise ValueError(f"{source_name}: tensor {e.hf!r} has shape {got}, "
+                       f"expected {want} for {e.ours}")
+  used = {e.hf for e in entries}
+  unused = sorted(k for k in names if k not in used
+                  and not k.startswith(ignore_unused) and not skip(k)
+                  # Buffers HF keeps in some state dicts; they are not weights.
+                  and not k.endswith("position_ids"))
+  if unused:
+    raise ValueError(f"{source_name}: tensors not in the {len(entries)}-entry "
+                     f"map (another architecture?): {unused[:5]}")
+
+
+def iter_to_ours(
+    source: TensorSource,
+    entries: list[Entry],
+    *,
+    source_name: str,
+    ignore_unused: tuple[str, ...] = (),
+    skip: Callable[[str], bool] = lambda name: False,
+    source_vocab_size: Optional[int] = None,
+) -> Iterator[tuple[str, np.ndarray]]:
+  """Checks the whole source, then yields `(our path, array)` one at a time.
+
+  Vocabulary tensors of a source with `source_vocab_size` rows are stripped
+  to the config's `vocab_size`. Arguments are as in `check_source`.
+  """
+  check_source(source, entries, source_name=source_name,
+               ignore_unused=ignore_unused, skip=skip,
+               source_vocab_size=source_vocab_size)
+  for e in entries:
+    wide = _with_vocab(e, source_vocab_size)
+    array = _to_ours(np.asarray(source.get(e.hf)), wide)
+    if wide is not e:
+      array = _resize_vocab(array, e, e.shape[vocab_axis(e)])
+    yield e.ours, array
+
+
+def iter_from_ours(
+    source: TensorSource,
+    entries: list[Entry],
+    *,
+    source_name: str = "params",
+    target_vocab_size: Optional[int] = None,
+) -> Iterator[tuple[str, np.ndarray]]:
+  """Checks our flat params in `source`, then yields `(external name, array)`.
+
+  With `target_vocab_size` larger than the config's, vocabulary tensors get
+  zero rows appended (restoring a padded layout).
+  """
+  names = set(source.names())
+  for e in entries:
+    if e.ours not in names:
+      raise ValueError(f"{source_name}: missing parameter {e.ours!r}")
+    got = tuple(source.shape(e.ours))
+    if got != e.shape:
+      raise ValueError(f"{source_name}: parameter {e.ours!r} has shape "
+                       f"{got}, expected {e.shape}")
+  for e in entries:
+    wide = _with_vocab(e, target_vocab_size)
+    array = np.asarray(source.get(e.ours))
+    if wide is not e:
+      array = _resize_vocab(array, e, wide.shape[vocab_axis(e)])
+    yield e.hf, _to_hf(array, wide)
+
+
+def external_specs(entries: list[Entry],
+                   target_vocab_size: Optional[int] = None
+                   ) -> list[tuple[str, tuple[int, ...]]]:
+  """`(external name, external shape)` of every entry, in order."""
+  return [(e.hf, external_shape(_with_vocab(e, target_vocab_size)))
+          for e in entries]
 
 
 def hf_to_flat_params(
@@ -225,25 +426,8 @@ def hf_to_flat_params(
     ValueError: naming the tensor, when a key is missing, a shape differs, or
       the state dict has tensors the map does not use.
   """
-  out = {}
-  for e in entries:
-    if e.hf not in state_dict:
-      raise ValueError(f"{source}: missing tensor {e.hf!r} (for {e.ours})")
-    array = np.asarray(state_dict[e.hf])
-    if tuple(array.shape) != _hf_shape(e):
-      raise ValueError(
-          f"{source}: tensor {e.hf!r} has shape {tuple(array.shape)}, "
-          f"expected {_hf_shape(e)} for {e.ours}")
-    out[e.ours] = _to_ours(array, e)
-  used = {e.hf for e in entries}
-  unused = sorted(k for k in state_dict if k not in used
-                  and not k.startswith(ignore_unused)
-                  # Buffers HF keeps in some state dicts; they are not weights.
-                  and not k.endswith("position_ids"))
-  if unused:
-    raise ValueError(f"{source}: tensors not in the {len(entries)}-entry map "
-                     f"(another architecture?): {unused[:5]}")
-  return out
+  return dict(iter_to_ours(DictSource(state_dict), entries, source_name=source,
+                           ignore_unused=ignore_unused))
 
 
 def flat_params_to_hf(
@@ -253,16 +437,262 @@ def flat_params_to_hf(
     source: str = "params",
 ) -> dict[str, np.ndarray]:
   """Inverse of `hf_to_flat_params`, with the same checks."""
-  out = {}
-  for e in entries:
-    if e.ours not in flat_params:
-      raise ValueError(f"{source}: missing parameter {e.ours!r}")
-    array = np.asarray(flat_params[e.ours])
-    if tuple(array.shape) != e.shape:
-      raise ValueError(f"{source}: parameter {e.ours!r} has shape "
-                       f"{tuple(array.shape)}, expected {e.shape}")
-    out[e.hf] = _to_hf(array, e)
+  return dict(iter_from_ours(DictSource(flat_params), entries,
+                             source_name=source))
+
+
+# --- The original TF1 checkpoint ----------------------------------------------
+
+# Path components of TF variables that are not weights: Adam slots, the step.
+_TF_NOT_WEIGHTS = ("adam_m", "adam_v", "AdamWeightDecayOptimizer",
+                   "AdamWeightDecayOptimizer_1", "global_step")
+
+
+def tf_variable_skip_reason(name: str) -> Optional[str]:
+  """Why a TF variable is not converted, or None if it must be in the map.
+
+  Hugging Face's `load_tf_weights_in_rembert` (transformers <= 4.x) loads only
+  the encoder: it drops optimizer slots and the step, every variable whose
+  name contains "cls" or "output_embedding" (the MLM head, i.e. the output
+  embedding, discarded after pre-training) and does not need the pooler for
+  `RemBertModel`'s encoder. We do the same, by name.
+  """
+  parts = name.split("/")
+  if any(p in _TF_NOT_WEIGHTS for p in parts):
+    return "optimizer state"
+  if parts[0] == "cls" or "output_embedding" in name:
+    return "MLM head (output embedding)"
+  if name.startswith("bert/pooler/"):
+    return "pooler"
+  return None
+
+
+def _tf_name(hf: str) -> str:
+  """HF key -> TF1 variable name, the inverse of HF's TF loader's rules.
+
+  `rembert.` -> `bert/`, `.layer.<i>.` -> `/layer_<i>/`, `*_embeddings.weight`
+  -> `*_embeddings`, LayerNorm `weight`/`bias` -> `gamma`/`beta`, other
+  `weight` -> `kernel`.
+  """
+  if not hf.startswith("rembert."):
+    raise ValueError(f"no TF name for {hf!r}: only the encoder is mapped")
+  name = "bert/" + hf[len("rembert."):]
+  name = re.sub(r"\.layer\.(\d+)\.", r".layer_\1.", name)
+  if name.endswith("_embeddings.weight"):
+    name = name[:-len(".weight")]
+  elif name.endswith("LayerNorm.weight"):
+    name = name[:-len("weight")] + "gamma"
+  elif name.endswith("LayerNorm.bias"):
+    name = name[:-len("bias")] + "beta"
+  elif name.endswith(".weight"):
+    name = name[:-len("weight")] + "kernel"
+  return name.replace(".", "/")
+
+
+# TF stores dense kernels [in, out], as we do: no transposes, only reshapes.
+_TF_TRANSFORM = {
+    Transform.IDENTITY: Transform.IDENTITY,
+    Transform.LINEAR: Transform.IDENTITY,
+    Transform.QKV_KERNEL: Transform.TF_QKV_KERNEL,
+    Transform.QKV_BIAS: Transform.QKV_BIAS,
+    Transform.ATTN_OUT_KERNEL: Transform.TF_ATTN_OUT_KERNEL,
+}
+
+
+def tf_name_map(config: network.RemBertConfig) -> list[Entry]:
+  """The map between the original TF1 RemBERT checkpoint and our encoder.
+
+  One `Entry` per parameter of our encoder (`Head.ENCODER`); `Entry.hf`
+  holds the TF variable name, e.g.
+  `bert/encoder/layer_0/attention/self/query/kernel`.
+  """
+  return [Entry(e.ours, _tf_name(e.hf), _TF_TRANSFORM[e.transform], e.shape)
+          for e in hf_name_map(config, Head.ENCODER)]
+
+
+# --- Configs ------------------------------------------------------------------
+
+# HF `RemBertConfig` field -> our `RemBertConfig` field.
+_HF_CONFIG_FIELDS = (
+    ("vocab_size", "vocab_size"),
+    ("input_embedding_size", "input_embed_dim"),
+    ("hidden_size", "emb_dim"),
+    ("output_embedding_size", "output_embed_dim"),
+    ("num_hidden_layers", "num_layers"),
+    ("num_attention_heads", "num_heads"),
+    ("intermediate_size", "mlp_dim"),
+    ("max_position_embeddings", "max_position_embeddings"),
+    ("type_vocab_size", "type_vocab_size"),
+    ("layer_norm_eps", "layer_norm_epsilon"),
+    ("pad_token_id", "pad_id"),
+    ("hidden_dropout_prob", "dropout_rate"),
+    ("classifier_dropout_prob", "classifier_dropout_rate"),
+)
+# Fields a checkpoint's architecture is made of (what a gin file must match).
+ARCHITECTURE_FIELDS = ("vocab_size", "input_embed_dim", "emb_dim",
+                       "output_embed_dim", "num_heads", "head_dim", "mlp_dim",
+                       "max_position_embeddings", "type_vocab_size",
+                       "tie_embeddings")
+
+
+def config_from_hf(hf_config: Mapping[str, Any], source: str,
+                   require_model_type: bool = True) -> network.RemBertConfig:
+  """Our config from an HF `config.json` dict (or the TF release's JSON).
+
+  Raises:
+    ValueError: naming the file and field, for another model type, a missing
+      field, an activation other than exact GELU, or inconsistent sizes.
+  """
+  model_type = hf_config.get("model_type")
+  if model_type != "rembert" and (require_model_type or model_type):
+    raise ValueError(f"{source}: model_type is {model_type!r}, not 'rembert': "
+                     "not a RemBERT checkpoint")
+  act = hf_config.get("hidden_act", "gelu")
+  if act != "gelu":
+    raise ValueError(f"{source}: hidden_act {act!r} is not supported (RemBERT "
+                     "uses exact 'gelu')")
+  kwargs = {}
+  for hf_key, ours in _HF_CONFIG_FIELDS:
+    if hf_key in hf_config and hf_config[hf_key] is not None:
+      kwargs[ours] = hf_config[hf_key]
+    elif hf_key in ("layer_norm_eps", "pad_token_id", "hidden_dropout_prob",
+                    "classifier_dropout_prob"):
+      continue  # our defaults are RemBERT's
+    else:
+      raise ValueError(f"{source}: missing field {hf_key!r}")
+  hidden, heads = kwargs["emb_dim"], kwargs["num_heads"]
+  if hidden % heads:
+    raise ValueError(f"{source}: hidden_size {hidden} is not divisible by "
+                     f"num_attention_heads {heads}")
+  kwargs["head_dim"] = hidden // heads
+  for key in ("dropout_rate", "classifier_dropout_rate", "layer_norm_epsilon"):
+    if key in kwargs:
+      kwargs[key] = float(kwargs[key])
+  try:
+    return network.RemBertConfig(**kwargs)
+  except ValueError as e:
+    raise ValueError(f"{source}: {e}") from e
+
+
+_HF_ARCHITECTURES = {
+    Head.MASKED_LM: "RemBertForMaskedLM",
+    Head.ENCODER: "RemBertModel",
+    Head.SEQUENCE_CLASSIFICATION: "RemBertForSequenceClassification",
+    Head.TOKEN_CLASSIFICATION: "RemBertForTokenClassification",
+    Head.QUESTION_ANSWERING: "RemBertForQuestionAnswering",
+}
+
+
+def hf_config_dict(config: network.RemBertConfig, head: Head,
+                   num_classes: Optional[int] = None) -> dict[str, Any]:
+  """The HF `config.json` contents for our `config` and `head`."""
+  c = config
+  if c.tie_embeddings:
+    raise ValueError("coupled (tied) configs have no HF RemBERT equivalent")
+  layers = c.num_pretraining_layers if head == Head.MASKED_LM else c.num_layers
+  out = {
+      "architectures": [_HF_ARCHITECTURES[head]],
+      "model_type": "rembert",
+      "vocab_size": c.vocab_size,
+      "input_embedding_size": c.input_embed_dim,
+      "hidden_size": c.emb_dim,
+      "output_embedding_size": c.output_embed_dim,
+      "num_hidden_layers": layers,
+      "num_attention_heads": c.num_heads,
+      "intermediate_size": c.mlp_dim,
+      "hidden_act": "gelu",
+      "hidden_dropout_prob": c.dropout_rate,
+      "attention_probs_dropout_prob": c.dropout_rate,
+      "classifier_dropout_prob": c.classifier_dropout_rate,
+      "max_position_embeddings": c.max_position_embeddings,
+      "type_vocab_size": c.type_vocab_size,
+      "layer_norm_eps": c.layer_norm_epsilon,
+      "pad_token_id": c.pad_id,
+      "tie_word_embeddings": False,
+  }
+  if num_classes is not None and head in (Head.SEQUENCE_CLASSIFICATION,
+                                          Head.TOKEN_CLASSIFICATION):
+    out["id2label"] = {str(i): f"LABEL_{i}" for i in range(num_classes)}
+    out["label2id"] = {f"LABEL_{i}": i for i in range(num_classes)}
   return out
+
+
+def head_from_hf_names(names: list[str]) -> tuple[Head, tuple[str, ...]]:
+  """Which head an HF checkpoint (keys with `rembert.` prefix) has.
+
+  Returns:
+    The head, and the key prefixes present but not converted (the pooler of a
+    bare `RemBertModel` or of a token/QA model: our encoder has none).
+  """
+  names = set(names)
+  if "cls.predictions.decoder.weight" in names:
+    return Head.MASKED_LM, ()
+  if "qa_outputs.weight" in names:
+    return Head.QUESTION_ANSWERING, ("rembert.pooler.",)
+  if "classifier.weight" in names:
+    if "rembert.pooler.dense.weight" in names:
+      return Head.SEQUENCE_CLASSIFICATION, ()
+    return Head.TOKEN_CLASSIFICATION, ()
+  return Head.ENCODER, ("rembert.pooler.",)
+
+
+def head_from_params(shapes: Mapping[str, tuple[int, ...]]
+                     ) -> tuple[Head, Optional[int]]:
+  """Which head our flat params have, and its number of classes."""
+  if any(k.startswith("mlm_head/") for k in shapes):
+    return Head.MASKED_LM, None
+  if "qa_outputs/kernel" in shapes:
+    return Head.QUESTION_ANSWERING, None
+  if "classifier/kernel" in shapes:
+    classes = shapes["classifier/kernel"][1]
+    if "pooler/kernel" in shapes:
+      return Head.SEQUENCE_CLASSIFICATION, classes
+    return Head.TOKEN_CLASSIFICATION, classes
+  return Head.ENCODER, None
+
+
+def config_from_shapes(shapes: Mapping[str, tuple[int, ...]],
+                       source: str) -> network.RemBertConfig:
+  """Our config, as far as our flat params' shapes determine it.
+
+  Epsilon, dropout and pad id are not in the shapes: RemBERT's defaults are
+  used (pass a gin file to the converter to state them). Without an MLM head
+  the output embedding width is unknown and set to `input_embed_dim`.
+  All layers count as fine-tuning layers (HF has no pre-training-only ones).
+  """
+  def need(path):
+    if path not in shapes:
+      raise ValueError(f"{source}: missing parameter {path!r}: not a RemBERT "
+                       "checkpoint")
+    return shapes[path]
+
+  vocab, e_in = need("encoder/embeddings/word_embeddings/embedding")
+  positions = need("encoder/embeddings/position_embeddings/embedding")[0]
+  types = need("encoder/embeddings/token_type_embeddings/embedding")[0]
+  hidden, heads, head_dim = need("encoder/layers_0/attention/query/kernel")
+  mlp = need("encoder/layers_0/mlp/wi/kernel")[1]
+  layer_ids = {int(m.group(1)) for k in shapes
+               if (m := re.match(r"encoder/layers_(\d+)/", k))}
+  if layer_ids != set(range(len(layer_ids))):
+    raise ValueError(f"{source}: layers are not numbered 0..n-1: "
+                     f"{sorted(layer_ids)}")
+  tied = "mlm_head/decoder_bias" in shapes
+  e_out = (shapes["mlm_head/dense/kernel"][1] if "mlm_head/dense/kernel"
+           in shapes else e_in)
+  return network.RemBertConfig(
+      vocab_size=vocab, input_embed_dim=e_in, emb_dim=hidden,
+      output_embed_dim=e_out, num_layers=len(layer_ids), num_heads=heads,
+      head_dim=head_dim, mlp_dim=mlp, max_position_embeddings=positions,
+      type_vocab_size=types, tie_embeddings=tied)
+
+
+def config_mismatch(a: network.RemBertConfig, b: network.RemBertConfig,
+                    fields=ARCHITECTURE_FIELDS) -> Optional[str]:
+  """The first architecture field where `a` and `b` differ, as a message."""
+  for f in fields:
+    if getattr(a, f) != getattr(b, f):
+      return f"{f} is {getattr(a, f)!r} in one and {getattr(b, f)!r} in the other"
+  return None
 
 
 def unflatten(flat: Mapping[str, np.ndarray]) -> dict:

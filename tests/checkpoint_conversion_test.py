@@ -1,0 +1,206 @@
+"""The pure name/shape maps: TF names, configs, heads, vocabulary padding.
+
+HF numerics are covered by `network_hf_parity_test.py`; the end-to-end file
+conversions by `convert_checkpoint_test.py`.
+"""
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from rembert_t5x import checkpoint_conversion as cc
+from rembert_t5x import configs
+from rembert_t5x import network
+from tests import test_utils
+
+TABLE = test_utils.REPO_ROOT / "tests" / "testdata" / "rembert_tf_checkpoint_variables.json"
+
+
+def recorded_tf_variables(dims=None) -> dict[str, dict[str, tuple[int, ...]]]:
+  """The recorded TF variable table at `dims` (default: the real sizes).
+
+  Returns:
+    {"encoder": ..., "pooler": ..., "mlm_head": ..., "not_weights": ...}, each
+    `{name: shape}`; the encoder includes every layer.
+  """
+  table = json.loads(TABLE.read_text())
+  dims = dims or table["dims"]
+  shape = lambda symbols: tuple(dims[s] for s in symbols)
+  encoder = {n: shape(s) for n, s in table["embeddings"]}
+  for i in range(dims["L"]):
+    prefix = table["per_layer_prefix"].format(i=i)
+    encoder.update({prefix + n: shape(s) for n, s in table["per_layer"]})
+  return {
+      "encoder": encoder,
+      "pooler": {n: shape(s) for n, s in table["pooler"]},
+      "mlm_head": {n: shape(s) for n, s in table["mlm_head_assumed"]},
+      "not_weights": {n: shape(s) for n, s in table["not_weights"]},
+  }
+
+
+def test_tf_map_matches_the_recorded_full_size_table():
+  config = configs.config_from_gin("gin_configs/models/paper/rembert.gin")
+  recorded = recorded_tf_variables()["encoder"]
+  entries = cc.tf_name_map(config)
+  ours = {e.hf: cc.external_shape(e) for e in entries}
+  assert ours == recorded
+  assert len(entries) == 7 + 32 * 16
+  # Every parameter of our fine-tuning encoder is covered exactly once.
+  init_shapes = jax.eval_shape(
+      lambda: network.RemBertEncoder(config).init(
+          jax.random.PRNGKey(0), np.zeros((1, 4), np.int32)))["params"]
+  flat = cc.flatten(init_shapes)
+  assert {f"encoder/{k}" for k in flat} == {e.ours for e in entries}
+  for e in entries:
+    assert tuple(flat[e.ours[len("encoder/"):]].shape) == e.shape, e.ours
+
+
+def test_tf_skip_reasons():
+  tables = recorded_tf_variables()
+  for name in tables["encoder"]:
+    assert cc.tf_variable_skip_reason(name) is None, name
+    assert cc.tf_variable_skip_reason(f"{name}/adam_m") == "optimizer state"
+    assert cc.tf_variable_skip_reason(f"{name}/adam_v") == "optimizer state"
+  for name in tables["mlm_head"]:
+    assert cc.tf_variable_skip_reason(name) == "MLM head (output embedding)"
+  for name in tables["pooler"]:
+    assert cc.tf_variable_skip_reason(name) == "pooler"
+  assert cc.tf_variable_skip_reason("global_step") == "optimizer state"
+
+
+def test_tf_transforms_are_reshapes_of_in_out_kernels():
+  cfg = test_utils.TINY_CONFIG
+  entries = {e.ours: e for e in cc.tf_name_map(cfg)}
+  h, n, d = cfg.emb_dim, cfg.num_heads, cfg.head_dim
+  rng = np.random.default_rng(0)
+  q = rng.normal(size=(h, n * d)).astype(np.float32)  # TF [in, out]
+  out = rng.normal(size=(n * d, h)).astype(np.float32)
+  wi = rng.normal(size=(h, cfg.mlp_dim)).astype(np.float32)
+  source = cc.DictSource({
+      "q": q, "o": out, "wi": wi})
+  pick = lambda path, name: cc.dataclasses.replace(entries[path], hf=name)
+  converted = dict(cc.iter_to_ours(
+      source, [pick("encoder/layers_0/attention/query/kernel", "q"),
+               pick("encoder/layers_0/attention/out/kernel", "o"),
+               pick("encoder/layers_0/mlp/wi/kernel", "wi")],
+      source_name="t"))
+  # x @ kernel must be the same computation in both layouts.
+  x = rng.normal(size=(3, h)).astype(np.float32)
+  np.testing.assert_allclose(
+      np.einsum("bh,hnd->bnd", x, converted["encoder/layers_0/attention/query/kernel"]),
+      (x @ q).reshape(3, n, d), atol=1e-4)
+  y = rng.normal(size=(3, n, d)).astype(np.float32)
+  np.testing.assert_allclose(
+      np.einsum("bnd,ndh->bh", y, converted["encoder/layers_0/attention/out/kernel"]),
+      y.reshape(3, n * d) @ out, atol=1e-4)
+  np.testing.assert_array_equal(converted["encoder/layers_0/mlp/wi/kernel"], wi)
+
+
+def test_hf_config_round_trip_for_every_paper_size():
+  for gin_file in sorted((test_utils.REPO_ROOT / "gin_configs/models/paper").glob("*.gin")):
+    config = configs.config_from_gin(str(gin_file))
+    if config.tie_embeddings or config.input_embed_dim == config.emb_dim:
+      with pytest.raises(ValueError):
+        cc.hf_config_dict(config, cc.Head.MASKED_LM)
+        cc.hf_name_map(config, cc.Head.MASKED_LM)
+      continue
+    as_hf = cc.hf_config_dict(config, cc.Head.ENCODER)
+    back = cc.config_from_hf(json.loads(json.dumps(as_hf)), "x")
+    assert cc.config_mismatch(back, config) is None, gin_file
+    assert back.layer_norm_epsilon == config.layer_norm_epsilon
+
+
+def test_hf_config_errors_name_file_and_field():
+  good = cc.hf_config_dict(test_utils.TINY_CONFIG, cc.Head.MASKED_LM)
+  with pytest.raises(ValueError, match=r"c\.json: model_type is 'bert', not 'rembert'"):
+    cc.config_from_hf({**good, "model_type": "bert"}, "c.json")
+  with pytest.raises(ValueError, match=r"hidden_act 'relu'"):
+    cc.config_from_hf({**good, "hidden_act": "relu"}, "c.json")
+  missing = dict(good)
+  del missing["intermediate_size"]
+  with pytest.raises(ValueError, match=r"c\.json: missing field 'intermediate_size'"):
+    cc.config_from_hf(missing, "c.json")
+  with pytest.raises(ValueError, match="not divisible"):
+    cc.config_from_hf({**good, "num_attention_heads": 5}, "c.json")
+
+
+@pytest.mark.parametrize("kind,head,classes", [
+    ("mlm", cc.Head.MASKED_LM, None),
+    ("pair", cc.Head.SEQUENCE_CLASSIFICATION, 3),
+    ("tagging", cc.Head.TOKEN_CLASSIFICATION, 5),
+    ("qa", cc.Head.QUESTION_ANSWERING, None),
+])
+def test_config_and_head_from_initialised_params(kind, head, classes):
+  from rembert_t5x import models  # pylint: disable=g-import-not-at-top
+  cfg = test_utils.TINY_CONFIG
+  module = models.make_module(kind, cfg, classes)
+  shapes = jax.eval_shape(lambda: module.init(
+      jax.random.PRNGKey(0), np.zeros((1, 4), np.int32)))["params"]
+  flat = {k: tuple(v.shape) for k, v in cc.flatten(shapes).items()}
+  assert cc.head_from_params(flat) == (head, classes)
+  fields = [f for f in cc.ARCHITECTURE_FIELDS
+            if head == cc.Head.MASKED_LM or f != "output_embed_dim"]
+  assert cc.config_mismatch(cc.config_from_shapes(flat, "x"), cfg, fields) is None
+  # The HF names of that head are recognised from the HF side too.
+  hf_names = [e.hf for e in cc.hf_name_map(cfg, head, num_classes=classes)]
+  assert cc.head_from_hf_names(hf_names)[0] == head
+
+
+class _CountingSource(cc.DictSource):
+  """A real in-memory source that counts tensor reads."""
+
+  def __init__(self, tensors):
+    super().__init__(tensors)
+    self.reads = 0
+
+  def get(self, name):
+    self.reads += 1
+    return super().get(name)
+
+
+def _tiny_hf_tensors(cfg=test_utils.TINY_CONFIG, vocab=None):
+  rng = np.random.default_rng(0)
+  entries = cc.hf_name_map(cfg, cc.Head.MASKED_LM)
+  return {name: rng.normal(size=shape).astype(np.float32)
+          for name, shape in cc.external_specs(entries, vocab)}
+
+
+def test_all_names_and_shapes_are_checked_before_any_read():
+  cfg = test_utils.TINY_CONFIG
+  entries = cc.hf_name_map(cfg, cc.Head.MASKED_LM)
+  tensors = _tiny_hf_tensors()
+  tensors["cls.predictions.decoder.bias"] = np.zeros(5, np.float32)  # last entry
+  source = _CountingSource(tensors)
+  with pytest.raises(ValueError, match=r"'cls\.predictions\.decoder\.bias' has shape \(5,\), expected \(97,\)"):
+    list(cc.iter_to_ours(source, entries, source_name="s"))
+  assert source.reads == 0
+
+
+def test_vocabulary_padding_is_stripped_and_restored():
+  cfg = test_utils.TINY_CONFIG  # 97 tokens
+  entries = cc.hf_name_map(cfg, cc.Head.MASKED_LM)
+  padded = _tiny_hf_tensors(vocab=128)
+  with pytest.raises(ValueError, match=r"word_embeddings\.weight' has shape \(128, 16\), expected \(97, 16\)"):
+    cc.hf_to_flat_params(padded, entries)
+  ours = dict(cc.iter_to_ours(cc.DictSource(padded), entries, source_name="s",
+                              source_vocab_size=128))
+  assert ours["encoder/embeddings/word_embeddings/embedding"].shape == (97, 16)
+  assert ours["mlm_head/decoder/kernel"].shape == (24, 97)
+  assert ours["mlm_head/decoder/bias"].shape == (97,)
+  np.testing.assert_array_equal(
+      ours["mlm_head/decoder/kernel"],
+      padded["cls.predictions.decoder.weight"][:97].T)
+  back = dict(cc.iter_from_ours(cc.DictSource(ours), entries,
+                                target_vocab_size=128))
+  for name in ("rembert.embeddings.word_embeddings.weight",
+               "cls.predictions.decoder.weight", "cls.predictions.decoder.bias"):
+    assert back[name].shape[0] == 128
+    np.testing.assert_array_equal(back[name][:97], padded[name][:97])
+    assert not back[name][97:].any()  # restored padding rows are zeros
+  for name, value in back.items():
+    if name not in ("rembert.embeddings.word_embeddings.weight",
+                    "cls.predictions.decoder.weight",
+                    "cls.predictions.decoder.bias"):
+      np.testing.assert_array_equal(value, padded[name])

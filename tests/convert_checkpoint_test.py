@@ -1,0 +1,323 @@
+"""End-to-end checkpoint conversion on tiny random models and fake checkpoints.
+
+HF models with random weights are saved with `save_pretrained` (the hub is
+not reachable); the TF1 checkpoint is written with TF's own saver from the
+recorded name/shape table (`tests/testdata/rembert_tf_checkpoint_variables.json`)
+at tiny sizes, Adam slots and the step included.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from rembert_t5x import checkpoint_conversion as cc  # pylint: disable=g-import-not-at-top
+from rembert_t5x import checkpoint_io
+from rembert_t5x import cli
+from rembert_t5x import models
+from rembert_t5x import network
+from rembert_t5x import train
+from tests import checkpoint_conversion_test as table_test
+from tests import network_hf_parity_test as parity
+from tests import test_utils
+
+jax.config.update("jax_default_matmul_precision", "highest")
+CFG = test_utils.TINY_CONFIG
+SCRIPT = test_utils.REPO_ROOT / "scripts" / "convert_checkpoint.py"
+
+
+def _state(model):
+  return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _jax_params(params):
+  return {"params": jax.tree_util.tree_map(jnp.asarray, params)}
+
+
+def test_hf_mlm_to_ours_and_back(tmp_path):
+  hf = parity._randomise(transformers.RemBertForMaskedLM(parity._hf_config(CFG)))
+  hf.save_pretrained(tmp_path / "hf")
+  summary = checkpoint_io.hf_to_t5x(str(tmp_path / "hf"), str(tmp_path / "ours"))
+  assert summary.head == "masked_lm" and summary.tensors == 45
+
+  # Our runner's loader reads it; our forward pass equals HF's.
+  params = train.load_params(str(tmp_path / "ours"))
+  ids, types, mask = parity._inputs(CFG)
+  ours = network.RemBertForMaskedLM(CFG).apply(
+      _jax_params(params), jnp.asarray(ids), jnp.asarray(types),
+      jnp.asarray(mask, jnp.int32))
+  parity._assert_close(ours, parity._run_hf(hf, ids, types, mask).logits, mask)
+
+  checkpoint_io.t5x_to_hf(str(tmp_path / "ours"), str(tmp_path / "back"))
+  assert sorted(os.listdir(tmp_path / "back")) == ["config.json", "model.safetensors"]
+  loaded, info = transformers.RemBertForMaskedLM.from_pretrained(
+      tmp_path / "back", output_loading_info=True)
+  assert not info["missing_keys"] and not info["unexpected_keys"]
+  assert not info["mismatched_keys"]
+  before, after = _state(hf), _state(loaded)
+  assert set(before) == set(after)
+  for name in before:  # bit-identical
+    assert torch.equal(before[name], after[name]), name
+  # The HF config survives the trip.
+  for key in ("vocab_size", "hidden_size", "input_embedding_size",
+              "output_embedding_size", "num_hidden_layers", "intermediate_size",
+              "num_attention_heads", "layer_norm_eps", "max_position_embeddings"):
+    assert getattr(loaded.config, key) == getattr(hf.config, key), key
+
+
+def test_bare_rembert_model_sharded_initialises_fine_tuning(tmp_path):
+  hf = parity._randomise(transformers.RemBertModel(parity._hf_config(CFG)))
+  hf.save_pretrained(tmp_path / "hf", max_shard_size="20KB")
+  assert (tmp_path / "hf" / "model.safetensors.index.json").exists()
+  summary = checkpoint_io.hf_to_t5x(str(tmp_path / "hf"), str(tmp_path / "ours"))
+  assert summary.head == "encoder" and summary.skipped == {"pooler": 2}
+
+  params = train.load_params(str(tmp_path / "ours"))
+  ids, types, mask = parity._inputs(CFG)
+  hidden = network.RemBertEncoder(CFG).apply(
+      _jax_params(params["encoder"]), jnp.asarray(ids), jnp.asarray(types),
+      jnp.asarray(mask, jnp.int32))
+  parity._assert_close(hidden, parity._run_hf(hf, ids, types, mask)
+                       .last_hidden_state, mask)
+
+  # What train(init_checkpoint=...) does with it.
+  fresh = models.make_module("pair", CFG, 3).init(
+      jax.random.PRNGKey(0), jnp.zeros((1, 4), jnp.int32))["params"]
+  merged = models.finetuning_params_from_pretraining(params, fresh, CFG.num_layers)
+  np.testing.assert_array_equal(
+      merged["encoder"]["layers_1"]["mlp"]["wo"]["kernel"],
+      hf.state_dict()["encoder.layer.1.output.dense.weight"].numpy().T)
+
+  checkpoint_io.t5x_to_hf(str(tmp_path / "ours"), str(tmp_path / "back"))
+  loaded, info = transformers.RemBertModel.from_pretrained(
+      tmp_path / "back", output_loading_info=True)
+  assert not info["unexpected_keys"]
+  assert info["missing_keys"] == {"pooler.dense.weight", "pooler.dense.bias"}
+  for name, value in hf.state_dict().items():
+    if not name.startswith("pooler."):
+      assert torch.equal(value, loaded.state_dict()[name]), name
+
+
+def test_pytorch_model_bin_equals_safetensors(tmp_path):
+  hf = parity._randomise(transformers.RemBertForMaskedLM(parity._hf_config(CFG)))
+  hf.save_pretrained(tmp_path / "st")
+  (tmp_path / "bin").mkdir()
+  (tmp_path / "bin" / "config.json").write_text(
+      (tmp_path / "st" / "config.json").read_text())
+  torch.save(hf.state_dict(), tmp_path / "bin" / "pytorch_model.bin")
+  checkpoint_io.hf_to_t5x(str(tmp_path / "st"), str(tmp_path / "a"))
+  checkpoint_io.hf_to_t5x(str(tmp_path / "bin"), str(tmp_path / "b"))
+  a = cc.flatten(train.load_params(str(tmp_path / "a")))
+  b = cc.flatten(train.load_params(str(tmp_path / "b")))
+  assert a.keys() == b.keys()
+  for k in a:
+    np.testing.assert_array_equal(a[k], b[k])
+
+
+def test_padded_vocabulary_is_stripped_and_restored(tmp_path):
+  hf_cfg = parity._hf_config(CFG)
+  hf_cfg.vocab_size = 128  # rows 97.. are padding
+  hf = parity._randomise(transformers.RemBertForMaskedLM(hf_cfg))
+  hf.save_pretrained(tmp_path / "hf")
+  summary = checkpoint_io.hf_to_t5x(str(tmp_path / "hf"), str(tmp_path / "ours"),
+                                    vocab_size=97)
+  assert summary.vocab_rows_changed == 31
+  params = train.load_params(str(tmp_path / "ours"))
+  assert params["encoder"]["embeddings"]["word_embeddings"]["embedding"].shape == (97, 16)
+  assert params["mlm_head"]["decoder"]["kernel"].shape == (24, 97)
+  # Logits of the real tokens are unchanged by the stripping.
+  ids, types, mask = parity._inputs(CFG)
+  ours = network.RemBertForMaskedLM(CFG).apply(
+      _jax_params(params), jnp.asarray(ids), jnp.asarray(types),
+      jnp.asarray(mask, jnp.int32))
+  theirs = parity._run_hf(hf, ids, types, mask).logits[..., :97]
+  parity._assert_close(ours, theirs, mask)
+
+  checkpoint_io.t5x_to_hf(str(tmp_path / "ours"), str(tmp_path / "back"),
+                          hf_vocab_size=128)
+  loaded = transformers.RemBertForMaskedLM.from_pretrained(tmp_path / "back")
+  assert loaded.config.vocab_size == 128
+  for name, value in hf.state_dict().items():
+    got = loaded.state_dict()[name]
+    if got.shape[:1] == (128,):
+      assert torch.equal(got[:97], value[:97]) and not got[97:].any(), name
+    else:
+      assert torch.equal(got, value), name
+
+
+def _write_fake_tf_checkpoint(path, hf_model):
+  """Writes the recorded TF variables at tiny size, valued from `hf_model`.
+
+  The TF -> HF correspondence used here is the one HF's TF loader applied
+  (kernels are HF weights transposed), written out independently of the
+  converter's map.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  dims = {"V": CFG.vocab_size, "E_in": CFG.input_embed_dim, "H": CFG.emb_dim,
+          "F": CFG.mlp_dim, "P": CFG.max_position_embeddings,
+          "T": CFG.type_vocab_size, "E_out": CFG.output_embed_dim,
+          "L": CFG.num_layers}
+  tables = table_test.recorded_tf_variables(dims)
+  sd = {k: v.numpy() for k, v in hf_model.state_dict().items()}
+  rng = np.random.default_rng(3)
+
+  def hf_value(tf_name):
+    hf_name = tf_name.replace("bert/", "", 1)
+    for tf_part, hf_part in (("/layer_", ".layer."), ("/", ".")):
+      hf_name = hf_name.replace(tf_part, hf_part)
+    if hf_name.endswith(".gamma"):
+      return sd[hf_name[:-len("gamma")] + "weight"]
+    if hf_name.endswith(".beta"):
+      return sd[hf_name[:-len("beta")] + "bias"]
+    if hf_name.endswith(".kernel"):
+      return sd[hf_name[:-len("kernel")] + "weight"].T
+    if hf_name.endswith("_embeddings"):
+      return sd[hf_name + ".weight"]
+    return sd[hf_name]
+
+  values = {n: hf_value(n) for n in tables["encoder"]}
+  others = {**tables["pooler"], **tables["mlm_head"]}
+  values.update({n: rng.normal(size=s).astype(np.float32)
+                 for n, s in others.items()})
+  for name, value in list(values.items()):
+    values[f"{name}/adam_m"] = np.zeros_like(value)
+    values[f"{name}/adam_v"] = np.ones_like(value)
+  with tf.Graph().as_default():
+    variables = [tf.compat.v1.get_variable(n, initializer=v)
+                 for n, v in values.items()]
+    step = tf.compat.v1.train.get_or_create_global_step()
+    saver = tf.compat.v1.train.Saver(variables + [step])
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      saver.save(sess, str(path / "model.ckpt"))
+  return len(values) + 1
+
+
+def test_tf_checkpoint_to_ours(tmp_path):
+  hf = parity._randomise(transformers.RemBertModel(parity._hf_config(CFG)))
+  (tmp_path / "tf").mkdir()
+  count = _write_fake_tf_checkpoint(tmp_path / "tf", hf)
+  config_json = tmp_path / "rembert_config.json"
+  config_json.write_text(json.dumps(  # the release's config has no model_type
+      {k: v for k, v in cc.hf_config_dict(CFG, cc.Head.ENCODER).items()
+       if k not in ("model_type", "architectures")}))
+  summary = checkpoint_io.tf_to_t5x(str(tmp_path / "tf"), str(tmp_path / "ours"),
+                                    config_json=str(config_json))
+  assert summary.tensors == 7 + 16 * CFG.num_layers
+  assert summary.skipped == {"optimizer state": 2 * (count - 1) // 3 + 1,
+                             "MLM head (output embedding)": 6, "pooler": 2}
+  params = train.load_params(str(tmp_path / "ours"))
+  assert set(params) == {"encoder"}
+  ids, types, mask = parity._inputs(CFG)
+  hidden = network.RemBertEncoder(CFG).apply(
+      _jax_params(params["encoder"]), jnp.asarray(ids), jnp.asarray(types),
+      jnp.asarray(mask, jnp.int32))
+  parity._assert_close(hidden, parity._run_hf(hf, ids, types, mask)
+                       .last_hidden_state, mask)
+
+
+def test_tf_checkpoint_errors(tmp_path):
+  with pytest.raises(cli.UserError, match="needs --config_json"):
+    checkpoint_io.tf_to_t5x(str(tmp_path), str(tmp_path / "o"))
+  with pytest.raises(cli.UserError, match=r"TF checkpoint .*: cannot read"):
+    checkpoint_io.tf_to_t5x(str(tmp_path / "nope"), str(tmp_path / "o"),
+                            gin_file="gin_configs/models/tiny.gin")
+  hf = parity._randomise(transformers.RemBertModel(parity._hf_config(CFG)))
+  (tmp_path / "tf").mkdir()
+  _write_fake_tf_checkpoint(tmp_path / "tf", hf)
+  # tiny.gin is another architecture: the first differing tensor is named.
+  with pytest.raises(cli.UserError, match=r"'bert/embeddings/word_embeddings' has shape \(97, 16\), expected \(2000, 32\)"):
+    checkpoint_io.tf_to_t5x(str(tmp_path / "tf"), str(tmp_path / "o"),
+                            gin_file="gin_configs/models/tiny.gin")
+  assert not (tmp_path / "o").exists()
+
+
+def test_bad_hf_inputs_name_the_file_or_tensor(tmp_path):
+  with pytest.raises(cli.UserError, match="no such directory"):
+    checkpoint_io.hf_to_t5x(str(tmp_path / "nope"), str(tmp_path / "o"))
+  (tmp_path / "empty").mkdir()
+  with pytest.raises(cli.UserError, match="no config.json: not a Hugging Face"):
+    checkpoint_io.hf_to_t5x(str(tmp_path / "empty"), str(tmp_path / "o"))
+  bert = transformers.BertForMaskedLM(transformers.BertConfig(
+      vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+      intermediate_size=32))
+  bert.save_pretrained(tmp_path / "bert")
+  with pytest.raises(cli.UserError, match=r"model_type is 'bert', not 'rembert'"):
+    checkpoint_io.hf_to_t5x(str(tmp_path / "bert"), str(tmp_path / "o"))
+
+  from safetensors.numpy import save_file  # pylint: disable=g-import-not-at-top
+  hf = parity._randomise(transformers.RemBertForMaskedLM(parity._hf_config(CFG)))
+  hf.save_pretrained(tmp_path / "hf")
+  sd = {k: v.numpy() for k, v in hf.state_dict().items()}
+  del sd["rembert.encoder.layer.1.attention.self.key.bias"]
+  save_file(sd, str(tmp_path / "hf" / "model.safetensors"), {"format": "pt"})
+  with pytest.raises(cli.UserError, match=r"missing tensor 'rembert\.encoder\.layer\.1\.attention\.self\.key\.bias'"):
+    checkpoint_io.hf_to_t5x(str(tmp_path / "hf"), str(tmp_path / "o"))
+  sd["rembert.encoder.layer.1.attention.self.key.bias"] = np.zeros(7, np.float32)
+  save_file(sd, str(tmp_path / "hf" / "model.safetensors"), {"format": "pt"})
+  with pytest.raises(cli.UserError, match=r"'rembert\.encoder\.layer\.1\.attention\.self\.key\.bias' has shape \(7,\), expected \(32,\)"):
+    checkpoint_io.hf_to_t5x(str(tmp_path / "hf"), str(tmp_path / "o"))
+  with pytest.raises(cli.UserError, match=r"does not match --gin_file=gin_configs/models/tiny\.gin: input_embed_dim"):
+    checkpoint_io.hf_to_t5x(str(tmp_path / "hf"), str(tmp_path / "o"),
+                            gin_file="gin_configs/models/tiny.gin")
+  (tmp_path / "hf" / "model.safetensors").write_bytes(b"not safetensors")
+  with pytest.raises(cli.UserError, match=r"model\.safetensors: not a readable safetensors file"):
+    checkpoint_io.hf_to_t5x(str(tmp_path / "hf"), str(tmp_path / "o"))
+  assert not (tmp_path / "o").exists()
+  assert [p.name for p in tmp_path.iterdir() if ".tmp-" in p.name] == []
+
+
+def test_output_directory_is_atomic_and_not_overwritten(tmp_path):
+  out = tmp_path / "out"
+  out.mkdir()
+  (out / "keep.txt").write_text("mine")
+  with pytest.raises(cli.UserError, match="exists and is not empty.*--overwrite"):
+    with checkpoint_io.atomic_output_dir(str(out)):
+      pass
+  # A failure half-way leaves the old directory and no temporary one.
+  with pytest.raises(RuntimeError):
+    with checkpoint_io.atomic_output_dir(str(out), overwrite=True) as tmp:
+      (tmp / "half.bin").write_bytes(b"x")
+      raise RuntimeError("killed")
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+  assert (out / "keep.txt").read_text() == "mine"
+  with checkpoint_io.atomic_output_dir(str(out), overwrite=True) as tmp:
+    (tmp / "new.txt").write_text("new")
+  assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+  assert sorted(os.listdir(out)) == ["new.txt"]
+
+
+def test_cli_round_trip_and_one_line_errors(tmp_path):
+  hf = parity._randomise(transformers.RemBertForMaskedLM(parity._hf_config(CFG)))
+  hf.save_pretrained(tmp_path / "hf")
+  env = {**os.environ, "PYTHONPATH": str(test_utils.REPO_ROOT)}
+
+  def run(*args):
+    return subprocess.run([sys.executable, str(SCRIPT), *args], env=env,
+                          capture_output=True, text=True, timeout=300,
+                          cwd=test_utils.REPO_ROOT)
+
+  ok = run("hf-to-t5x", f"--hf_dir={tmp_path / 'hf'}",
+           f"--output_dir={tmp_path / 'ours'}")
+  assert ok.returncode == 0, ok.stderr
+  summary = json.loads(ok.stdout.strip().splitlines()[-1])
+  assert summary["parameters"] == sum(v.numel() for v in hf.state_dict().values())
+  again = run("hf-to-t5x", f"--hf_dir={tmp_path / 'hf'}",
+              f"--output_dir={tmp_path / 'ours'}")
+  assert again.returncode == 2
+  assert again.stderr.strip().splitlines()[-1].startswith(
+      f"error: output directory {tmp_path / 'ours'} exists and is not empty")
+  assert "Traceback" not in again.stderr
+  bad = run("t5x-to-hf", f"--checkpoint_dir={tmp_path / 'hf'}",
+            f"--output_dir={tmp_path / 'back'}")
+  assert bad.returncode == 2 and "Traceback" not in bad.stderr
+  assert bad.stderr.strip().splitlines()[-1].startswith(
+      f"error: checkpoint {tmp_path / 'hf'}: no checkpoint found")
