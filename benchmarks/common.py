@@ -1,0 +1,179 @@
+"""Shared pieces of the benchmarks: configs, batches, FLOP counts, timing.
+
+Benchmarks are scripts, not tests: they time things. `tests/benchmarks_test.py`
+only runs them on a tiny config to check their output.
+"""
+
+import math
+import pathlib
+import statistics
+import time
+from typing import Callable, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rembert_t5x import configs
+from rembert_t5x import models
+from rembert_t5x import network
+from rembert_t5x import train_lib
+from rembert_t5x import vocabulary as vocab_lib
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+DEFAULT_CONFIG = "gin_configs/models/paper/table3_ein128_eout768.gin"
+SELECT_RATE = 0.15  # preprocessors.mask_tokens' default
+# Packed rows hold several segments, each rounding its own 15% (and taking at
+# least one): a few more than ceil(0.15 * T) can be selected in one row.
+PREDICTION_MARGIN = 2
+
+
+def load_config(path: str) -> network.RemBertConfig:
+  p = pathlib.Path(path)
+  if not p.is_absolute() and not p.exists():
+    p = REPO_ROOT / path
+  return configs.config_from_gin(str(p))
+
+
+def max_predictions(seq_len: int) -> int:
+  """Gathered MLM-head positions per row: ceil(0.15 * T) + margin."""
+  return math.ceil(SELECT_RATE * seq_len) + PREDICTION_MARGIN
+
+
+def num_selected(num_candidates: int) -> int:
+  """How many tokens `mask_tokens` selects among n non-special ones."""
+  return min(max(int(math.floor(num_candidates * SELECT_RATE + 0.5)), 1),
+             num_candidates)
+
+
+def synthetic_mlm_batch(batch: int, seq_len: int, vocab_size: int,
+                        seed: int = 0) -> dict[str, np.ndarray]:
+  """One full-length `[CLS] … [SEP]` row per example, masked like the pipeline.
+
+  Exactly `num_selected(seq_len - 2)` non-special positions per row carry
+  weight 1 (80% [MASK], 10% random, 10% kept), as `preprocessors.mask_tokens`
+  selects them.
+  """
+  rng = np.random.default_rng(seed)
+  n = seq_len - 2
+  targets = rng.integers(vocab_lib.NUM_SPECIAL_IDS, vocab_size,
+                         size=(batch, seq_len), dtype=np.int32)
+  targets[:, 0] = vocab_lib.CLS_ID
+  targets[:, -1] = vocab_lib.SEP_ID
+  weights = np.zeros((batch, seq_len), np.float32)
+  inputs = targets.copy()
+  k = num_selected(n)
+  for row in range(batch):
+    picked = 1 + rng.choice(n, size=k, replace=False)
+    weights[row, picked] = 1.0
+    action = rng.random(k)
+    inputs[row, picked[action < 0.8]] = vocab_lib.MASK_ID
+    rand = picked[(action >= 0.8) & (action < 0.9)]
+    inputs[row, rand] = rng.integers(vocab_lib.NUM_SPECIAL_IDS, vocab_size,
+                                     size=rand.size)
+  return {
+      "input_tokens": inputs,
+      "token_types": np.zeros_like(inputs),
+      "segment_ids": np.ones_like(inputs),
+      "positions": np.broadcast_to(np.arange(seq_len, dtype=np.int32),
+                                   inputs.shape).copy(),
+      "targets": targets,
+      "weights": weights,
+  }
+
+
+def forward_matmul_flops(cfg: network.RemBertConfig, batch: int, seq_len: int,
+                         head_positions: int) -> int:
+  """Exact matmul FLOPs (2 per multiply-add) of one MLM forward pass.
+
+  Counts the E_in -> H projection, per layer q/k/v/out, the attention score
+  and context matmuls and the MLP, and the MLM head (H -> E_out and the
+  decoder E_out -> vocab) at `head_positions` positions per row — what the
+  network really computes. Element-wise work (LayerNorm, GELU, softmax, the
+  optimizer update) is not counted.
+  """
+  h, t = cfg.emb_dim, seq_len
+  per_token = 0
+  if cfg.input_embed_dim != cfg.emb_dim:
+    per_token += 2 * cfg.input_embed_dim * h
+  per_layer = (4 * 2 * h * h            # q, k, v, out
+               + 2 * 2 * t * h          # scores q.k and context p.v
+               + 2 * 2 * h * cfg.mlp_dim)
+  per_token += cfg.num_pretraining_layers * per_layer
+  head = 2 * h * cfg.output_embed_dim + 2 * cfg.output_embed_dim * cfg.vocab_size
+  return batch * (t * per_token + head_positions * head)
+
+
+def train_step_flops(cfg, batch, seq_len, head_positions) -> int:
+  """Forward + backward = 3 x forward matmul FLOPs."""
+  return 3 * forward_matmul_flops(cfg, batch, seq_len, head_positions)
+
+
+class OursStep:
+  """Our jitted training step (train_lib's optimizer, sharding, donation)."""
+
+  def __init__(self, cfg: network.RemBertConfig, batch: int, seq_len: int,
+               max_predictions_per_seq: Optional[int], seed: int = 0):
+    self.model = models.RemBertMLMModel(
+        network.RemBertForMaskedLM(cfg),
+        max_predictions_per_seq=max_predictions_per_seq)
+    tx, schedule = train_lib.make_optimizer(
+        1e-4, total_steps=10_000, warmup_steps=100)
+    self.mesh = train_lib.make_mesh((1, 1), devices=jax.devices()[:1])
+    rules = train_lib.default_rules()
+    shapes = {k: (batch, seq_len) for k in
+              ("input_tokens", "token_types", "segment_ids", "positions")}
+    self.state, shardings = train_lib.init_train_state(
+        self.model, tx, jax.random.PRNGKey(seed), shapes, self.mesh, rules)
+    self.step_fn = train_lib.jit_train_step(
+        train_lib.make_train_step(self.model, tx, schedule),
+        shardings, self.mesh, rules)
+    self.rng = jax.random.PRNGKey(seed + 1)
+    self.metrics = None
+
+  def put(self, batch):
+    return jax.device_put(batch, train_lib.batch_sharding(self.mesh))
+
+  def __call__(self, batch) -> None:
+    self.state, self.metrics = self.step_fn(self.state, batch, self.rng)
+    jax.block_until_ready(self.state)
+
+  def last_metrics(self) -> dict[str, float]:
+    return {k: float(v) for k, v in jax.device_get(self.metrics).items()}
+
+
+def xla_matmul(n: int = 4096) -> Callable[[], None]:
+  """A closure running one jitted n x n x n float32 matmul (2 n^3 FLOPs).
+
+  Timed among the training steps (round robin), so the peak it gives was
+  measured under the same load as the steps it is compared with.
+  """
+  rng = np.random.default_rng(0)
+  a = jnp.asarray(rng.standard_normal((n, n), np.float32))
+  b = jnp.asarray(rng.standard_normal((n, n), np.float32))
+  f = jax.jit(jnp.matmul)
+  return lambda: f(a, b).block_until_ready()
+
+
+def time_interleaved(fns: dict[str, Callable[[], None]], warmup: dict[str, int],
+                     steps: dict[str, int]) -> dict[str, list[float]]:
+  """Warms each up, then times them in turn, round robin, in one process.
+
+  Interleaving spreads the noise of a shared machine over every contender
+  instead of letting it land on whichever ran during a busy spell.
+  """
+  for name, fn in fns.items():
+    for _ in range(warmup[name]):
+      fn()
+  times = {name: [] for name in fns}
+  for i in range(max(steps.values())):
+    for name, fn in fns.items():
+      if i < steps[name]:
+        tick = time.perf_counter()
+        fn()
+        times[name].append(time.perf_counter() - tick)
+  return times
+
+
+def median(xs) -> float:
+  return float(statistics.median(xs))

@@ -1,0 +1,94 @@
+"""Smoke tests of the benchmark scripts: tiny config, 1-2 steps, no timing.
+
+They check that each script runs end to end and that its JSON line has the
+documented keys and sane values; the numbers themselves are not asserted.
+"""
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+from benchmarks import common
+from benchmarks import input_pipeline
+from benchmarks import train_step
+
+TINY = "gin_configs/models/tiny.gin"
+TATOEBA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tatoeba"
+
+
+def _positive(x):
+  return isinstance(x, float) and math.isfinite(x) and x > 0
+
+
+def test_num_selected_matches_mask_tokens_rule():
+  assert common.num_selected(126) == 19  # round(18.9)
+  assert common.num_selected(10) == 2    # round(1.5) rounds half up
+  assert common.num_selected(2) == 1     # at least one
+  assert common.max_predictions(128) == 22
+
+
+def test_synthetic_batch_selects_like_the_pipeline():
+  b = common.synthetic_mlm_batch(3, 32, 100)
+  assert (b["weights"].sum(-1) == common.num_selected(30)).all()
+  assert (b["weights"][:, [0, -1]] == 0).all()  # [CLS], [SEP] never selected
+  assert (b["input_tokens"][b["weights"] == 0]
+          == b["targets"][b["weights"] == 0]).all()
+
+
+def test_flops_count_head_only_at_gathered_positions():
+  cfg = common.load_config(TINY)
+  full = common.forward_matmul_flops(cfg, 2, 16, 16)
+  gathered = common.forward_matmul_flops(cfg, 2, 16, 4)
+  head = 2 * cfg.emb_dim * cfg.output_embed_dim + (
+      2 * cfg.output_embed_dim * cfg.vocab_size)
+  assert full - gathered == 2 * 12 * head
+
+
+def test_train_step_json(capsys):
+  train_step.main(["--config", TINY, "--batch", "2", "--seq_len", "16",
+                   "--steps", "2", "--warmup", "0", "--hf_steps", "1",
+                   "--hf_warmup", "0", "--peak_n", "128", "--also_no_gather",
+                   "--json"])
+  r = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+  for key in ("config", "batch", "seq_len", "ours_tokens_per_s",
+              "hf_tokens_per_s", "ratio", "ours_mfu", "peak_flops_per_s"):
+    assert key in r, key
+  assert (r["batch"], r["seq_len"]) == (2, 16)
+  for key in ("ours_tokens_per_s", "hf_tokens_per_s", "ratio", "ours_mfu",
+              "peak_flops_per_s", "ours_no_gather_tokens_per_s"):
+    assert _positive(r[key]), (key, r[key])
+  assert r["ratio"] == pytest.approx(
+      r["ours_tokens_per_s"] / r["hf_tokens_per_s"])
+  assert r["steps"] == {"ours": 2, "ours_no_gather": 2, "peak": 2, "hf": 1}
+  assert r["selected_per_row"] <= r["max_predictions_per_seq"]
+  assert math.isfinite(r["ours_loss"])
+
+
+def test_input_pipeline_json(capsys, tmp_path):
+  if not TATOEBA.is_dir():
+    if os.environ.get("CI") == "true":
+      pytest.fail(f"Real test data missing: {TATOEBA} (CI=true).")
+    pytest.skip(f"Real test data not found at {TATOEBA}.")
+  input_pipeline.main([
+      "--config", TINY, "--batch", "2", "--seq_len", "32",
+      "--data_dir", str(TATOEBA), "--vocab_size", "400",
+      "--max_sentences", "1500", "--max_languages", "3",
+      "--pipeline_batches", "2", "--model_steps", "1", "--rounds", "1",
+      "--json"])
+  r = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+  for key in ("pipeline_tokens_per_s", "model_tokens_per_s", "ratio"):
+    assert _positive(r[key]), (key, r[key])
+  assert r["ratio"] == pytest.approx(
+      r["pipeline_tokens_per_s"] / r["model_tokens_per_s"])
+  assert 0 < r["fill"] <= 1
+  assert r["languages"] == 3
+  assert r["max_selected_per_row"] <= r["max_predictions_per_seq"]
+  assert r["dropped_predictions_last_step"] == 0
+
+
+def test_input_pipeline_fails_clearly_without_data(tmp_path):
+  with pytest.raises(SystemExit, match="Tatoeba data not found"):
+    input_pipeline.tatoeba_files(tmp_path / "missing")
