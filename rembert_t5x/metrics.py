@@ -581,4 +581,12 @@ def evaluate_prediction_file(dataset_file: str,
     if not answers:
       raise ValueError(f"{dataset_file}: question {question_id!r} has no "
                        "gold answer (XTREME strips test answers).")
+  gold_ids = {question_id for question_id, _ in gold}
+  if predictions and not gold_ids & set(predictions):
+    # Every question would score 0: almost surely the predictions of
+    # another dataset (or language), not a model that answered nothing.
+    raise ValueError(
+        f"{prediction_file}: none of its {len(predictions)} question ids "
+        f"(e.g. {next(iter(predictions))!r}) is in {dataset_file}; wrong "
+        "prediction file?")
   return qa_scores(gold, predictions, normalization, lang, on_missing)

@@ -84,7 +84,16 @@ class RemBertVocabulary(seqio.SentencePieceVocabulary):
   def _model_context(self):
     if self._sentencepiece_model_file is None:
       self._sentencepiece_model_file = _model_path_from_env()
-    context = super()._model_context()
+    try:
+      context = super()._model_context()
+    except Exception as e:  # pylint: disable=broad-except
+      # tf NotFoundError, protobuf DecodeError, ... : name the file instead.
+      first = (str(e).strip() or type(e).__name__).splitlines()[0]
+      if not os.path.exists(self._sentencepiece_model_file):
+        raise ValueError(f"{self._sentencepiece_model_file}: no such "
+                         "SentencePiece model file.") from e
+      raise ValueError(f"{self._sentencepiece_model_file}: cannot load it as "
+                       f"a SentencePiece model ({first}).") from e
     if not self._checked:
       _check_special_pieces(context.tokenizer, self.sentencepiece_model_file)
       self._checked = True

@@ -7,6 +7,8 @@ One file (or folder) per language; the language code comes from the name
 (see rembert_t5x/text_sources.py). Prints the path of the written model.
 """
 
+import sys
+
 from absl import app
 from absl import flags
 
@@ -35,17 +37,21 @@ flags.mark_flag_as_required("model_prefix")
 
 def main(argv):
   del argv
-  files_by_lang = text_sources.find_language_files(
-      input_dir=_INPUT_DIR.value, input_glob=_INPUT_GLOB.value)
-  path = vocabulary.train_sentencepiece(
-      files_by_lang,
-      model_prefix=_MODEL_PREFIX.value,
-      vocab_size=_VOCAB_SIZE.value,
-      alpha=_ALPHA.value,
-      max_sentences=_MAX_SENTENCES.value,
-      seed=_SEED.value,
-      character_coverage=_CHARACTER_COVERAGE.value,
-      num_threads=_NUM_THREADS.value)
+  try:
+    files_by_lang = text_sources.find_language_files(
+        input_dir=_INPUT_DIR.value, input_glob=_INPUT_GLOB.value)
+    path = vocabulary.train_sentencepiece(
+        files_by_lang,
+        model_prefix=_MODEL_PREFIX.value,
+        vocab_size=_VOCAB_SIZE.value,
+        alpha=_ALPHA.value,
+        max_sentences=_MAX_SENTENCES.value,
+        seed=_SEED.value,
+        character_coverage=_CHARACTER_COVERAGE.value,
+        num_threads=_NUM_THREADS.value)
+  except (ValueError, OSError) as e:  # bad input: one line, no traceback
+    print(f"error: {str(e).strip().splitlines()[0]}", file=sys.stderr)
+    sys.exit(2)
   print(path)
 
 

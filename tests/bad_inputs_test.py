@@ -1,0 +1,614 @@
+"""The catalogue of bad inputs (docs/ERRORS.md): one clear message each.
+
+Every test feeds one kind of bad input to a CLI or library entry point and
+checks the message names the file / line / field, that CLIs end with exit
+code 2 and a single `error: ...` line (no traceback), and, where something
+was already written, that it is left as it was. Most run in-process; a few
+run the scripts as a user would.
+"""
+
+import errno
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+import sentencepiece as spm
+
+from rembert_t5x import cli
+from rembert_t5x import configs
+from rembert_t5x import io_utils
+from rembert_t5x import metrics
+from rembert_t5x import models
+from rembert_t5x import network
+from rembert_t5x import qa
+from rembert_t5x import text_sources
+from rembert_t5x import train
+from rembert_t5x import vocabulary
+from rembert_t5x import xtreme_readers
+from rembert_tasks import panx
+from rembert_tasks import pretraining
+from rembert_tasks import udpos
+from rembert_tasks import xnli
+from tests import test_utils
+
+REPO = test_utils.REPO_ROOT
+
+RUN_GIN = """\
+from __gin__ import dynamic_registration
+from rembert_t5x import models
+from rembert_t5x import network
+from rembert_t5x import train
+include 'gin_configs/models/tiny.gin'
+VOCAB_SIZE = 97
+MODEL_DIR = %gin.REQUIRED
+train.train:
+  model = @models.RemBertMLMModel()
+  mixture_or_task_name = 'test_random_mlm'
+  task_feature_lengths = {'input_tokens': 16}
+  train_steps = 2
+  batch_size = 8
+  checkpoint_period = 2
+  mesh_shape = (1, 1)
+  progress_bar = False
+models.RemBertMLMModel.module = @network.RemBertForMaskedLM()
+"""
+BAD_LINE = len(RUN_GIN.splitlines()) + 1  # a line appended to RUN_GIN
+
+
+@pytest.fixture(autouse=True)
+def _task():
+  test_utils.register_random_mlm_task()
+
+
+@pytest.fixture
+def run_gin(tmp_path):
+  path = tmp_path / "run.gin"
+  path.write_text(RUN_GIN)
+  return path
+
+
+@pytest.fixture(scope="module")
+def spm_model(tmp_path_factory):
+  """A tiny RemBERT SentencePiece model (two scripts)."""
+  tmp = tmp_path_factory.mktemp("spm")
+  files = {}
+  for lang, words in (("en", "the cat sat on a mat"),
+                      ("ru", "кошка сидела на ковре")):
+    path = tmp / f"{lang}.txt"
+    path.write_text("\n".join([words, words[::-1]] * 40) + "\n", "utf-8")
+    files[lang] = [str(path)]
+  return vocabulary.train_sentencepiece(files, str(tmp / "spm"), 30,
+                                        character_coverage=1.0)
+
+
+def _cli_error(main, argv, capsys) -> str:
+  """Runs a runner-style CLI in-process; returns its one error line."""
+  capsys.readouterr()
+  with pytest.raises(SystemExit) as e:
+    cli.run_main(main, [str(a) for a in argv])
+  assert e.value.code == 2
+  err = capsys.readouterr().err.strip()
+  assert len(err.splitlines()) == 1, err
+  assert err.startswith("error: ") and "Traceback" not in err
+  return err
+
+
+def _train_error(run_gin, model_dir, capsys, *bindings) -> str:
+  return _cli_error(train.main, [f"--gin_file={run_gin}",
+                                 f"--gin.MODEL_DIR='{model_dir}'", *bindings],
+                    capsys)
+
+
+def _tiny_mlm():
+  return models.RemBertMLMModel(network.RemBertForMaskedLM(
+      test_utils.TINY_CONFIG))
+
+
+# ----------------------------------------------------------------------------
+# The local runner (python -m rembert_t5x.train), in-process.
+# ----------------------------------------------------------------------------
+
+
+def test_gin_syntax_error(run_gin, tmp_path, capsys):
+  run_gin.write_text(RUN_GIN + "train.train.batch_size = = 3\n")
+  err = _train_error(run_gin, tmp_path / "m", capsys)
+  assert f"gin file {run_gin}" in err and f"line {BAD_LINE}" in err
+
+
+def test_gin_file_missing(tmp_path, capsys):
+  err = _train_error(tmp_path / "nope.gin", tmp_path / "m", capsys)
+  assert f"gin file {tmp_path / 'nope.gin'}: Unable to open file" in err
+
+
+def test_gin_unknown_parameter_in_binding(run_gin, tmp_path, capsys):
+  err = _train_error(run_gin, tmp_path / "m", capsys,
+                     "--gin.train.train.batch_sise=3")
+  assert "gin binding 'train.train.batch_sise = 3'" in err
+  assert "batch_sise" in err
+
+
+def test_gin_unknown_parameter_in_file(run_gin, tmp_path, capsys):
+  run_gin.write_text(RUN_GIN + "train.train.learning_rat = 0.1\n")
+  err = _train_error(run_gin, tmp_path / "m", capsys)
+  assert f"gin file {run_gin}" in err and "learning_rat" in err
+
+
+def test_unknown_task(run_gin, tmp_path, capsys):
+  err = _train_error(run_gin, tmp_path / "m", capsys,
+                     "--gin.train.train.mixture_or_task_name='no_such_task'")
+  assert "unknown task or mixture 'no_such_task'" in err
+
+
+def test_model_dir_not_set(run_gin, capsys):
+  err = _cli_error(train.main, [f"--gin_file={run_gin}"], capsys)
+  assert "MODEL_DIR is not set" in err
+
+
+def test_model_dir_not_writable(run_gin, tmp_path, capsys):
+  blocker = tmp_path / "file"
+  blocker.write_text("keep me")
+  err = _train_error(run_gin, blocker / "m", capsys)
+  assert f"MODEL_DIR {blocker / 'm'} is not writable" in err
+  assert blocker.read_text() == "keep me"
+
+
+def test_unknown_command_line_argument(run_gin, capsys):
+  err = _cli_error(train.main, [f"--gin_file={run_gin}", "--lr=3"], capsys)
+  assert "unknown arguments: --lr=3" in err
+
+
+def test_no_gin_file(capsys):
+  err = _cli_error(train.main, ["--gin.MODEL_DIR='/tmp/x'"], capsys)
+  assert "no --gin_file given" in err
+
+
+def test_bad_nonfinite_policy(run_gin, tmp_path, capsys):
+  err = _train_error(run_gin, tmp_path / "m", capsys,
+                     "--gin.train.train.nonfinite='ignore'")
+  assert "train.nonfinite must be 'stop' or 'skip', got 'ignore'" in err
+
+
+def test_batch_not_divisible_by_accumulation(run_gin, tmp_path, capsys):
+  err = _train_error(run_gin, tmp_path / "m", capsys,
+                     "--gin.train.train.grad_accum_steps=3")
+  assert "batch_size 8 is not divisible by grad_accum_steps 3" in err
+
+
+def test_task_vocabulary_larger_than_the_model(run_gin, tmp_path, capsys):
+  test_utils.register_random_mlm_task("test_big_vocab_mlm", vocab_size=200)
+  err = _train_error(run_gin, tmp_path / "m", capsys,
+                     "--gin.train.train.mixture_or_task_name='test_big_vocab_mlm'")
+  assert ("task test_big_vocab_mlm: its vocabulary has 200 ids but the "
+          "model's VOCAB_SIZE is 97") in err
+  assert not (tmp_path / "m" / "checkpoints").exists()
+
+
+def test_checkpoint_of_another_architecture(run_gin, tmp_path, capsys):
+  """A MODEL_DIR holding a checkpoint of a wider model is refused, untouched."""
+  model_dir = tmp_path / "m"
+  params = {"encoder": {"embeddings": {"word_embeddings": {
+      "embedding": np.zeros((97, 64), np.float32)}}}}
+  ocp.PyTreeCheckpointer().save(
+      model_dir / "checkpoints" / "2" / "default",
+      {"step": np.int32(2), "params": params, "opt_state": {}})
+  (model_dir / "metrics.jsonl").write_text('{"step": 2, "loss": 1.0}\n')
+  before = sorted(str(p) for p in model_dir.rglob("*"))
+  err = _train_error(run_gin, model_dir, capsys)
+  assert f"checkpoint {model_dir / 'checkpoints' / '2'}" in err
+  assert "another architecture" in err
+  assert sorted(str(p) for p in model_dir.rglob("*")) == before
+  assert (model_dir / "metrics.jsonl").read_text() == '{"step": 2, "loss": 1.0}\n'
+
+
+def test_init_checkpoint_without_checkpoints(run_gin, tmp_path, capsys):
+  empty = tmp_path / "pretrained"
+  empty.mkdir()
+  err = _train_error(run_gin, tmp_path / "m", capsys,
+                     f"--gin.train.train.init_checkpoint='{empty}'")
+  assert f"checkpoint {empty}: no checkpoint found" in err
+
+
+def test_incomplete_checkpoint_is_never_latest(tmp_path):
+  """A temporary left by a killed save is not a checkpoint to resume from."""
+  root = tmp_path / "checkpoints"
+  (root / "4" / "default").mkdir(parents=True)
+  (root / "8.orbax-checkpoint-tmp-1700000000" / "default").mkdir(parents=True)
+  assert train.latest_checkpoint_dir(str(tmp_path)) == root / "4"
+  (root / "4").rename(root / "4.orbax-checkpoint-tmp-1")
+  with pytest.raises(cli.UserError, match="no checkpoint found"):
+    train.latest_checkpoint_dir(str(tmp_path))
+
+
+# Range checks on each batch: ids beyond a table are clamped silently by
+# JAX gathers and one_hot, so the runner refuses them before the step.
+
+
+def _batch(**extra):
+  tokens = np.full((2, 8), 5, np.int32)
+  return {"input_tokens": tokens, "token_types": np.zeros_like(tokens),
+          "segment_ids": np.ones_like(tokens), **extra}
+
+
+def test_token_id_beyond_the_model_vocabulary():
+  batch = _batch(targets=np.full((2, 8), 5, np.int32),
+                 weights=np.ones((2, 8), np.float32))
+  batch["input_tokens"][1, 3] = 97
+  with pytest.raises(cli.UserError, match=r"task t, batch of step 3: field "
+                     r"'input_tokens' has id 97 outside the model's "
+                     r"vocabulary \[0, 97\)"):
+    train.check_batch(_tiny_mlm(), batch, "t", 2)
+
+
+def test_classification_label_out_of_range():
+  model = models.RemBertPairClassificationModel(
+      network.RemBertForSequenceClassification(test_utils.TINY_CONFIG, 3))
+  with pytest.raises(cli.UserError, match=r"field 'label' has value 3 "
+                     r"outside \[0, 3\) \(the model has 3 classes\)"):
+    train.check_batch(model, _batch(label=np.array([0, 3], np.int32)), "t", 0)
+
+
+def test_tag_out_of_range():
+  model = models.RemBertTaggingModel(
+      network.RemBertForTokenClassification(test_utils.TINY_CONFIG, 7))
+  targets = np.zeros((2, 8), np.int32)
+  weights = np.zeros((2, 8), np.float32)
+  targets[0, 1], weights[0, 1] = 9, 1.0
+  targets[1, 2] = 99  # weight 0: not a first sub-token, never scored
+  with pytest.raises(cli.UserError, match=r"field 'targets' has value 9 "
+                     r"outside \[0, 7\) \(7 tags\)"):
+    train.check_batch(model, _batch(targets=targets, weights=weights), "t", 0)
+  weights[0, 1] = 0.0
+  train.check_batch(model, _batch(targets=targets, weights=weights), "t", 0)
+
+
+def test_qa_position_beyond_the_sequence():
+  model = models.RemBertQAModel(
+      network.RemBertForQuestionAnswering(test_utils.TINY_CONFIG))
+  batch = _batch(start_positions=np.array([1, 2], np.int32),
+                 end_positions=np.array([1, 8], np.int32))
+  with pytest.raises(cli.UserError, match=r"field 'end_positions' has value "
+                     r"8 outside the sequence \[0, 8\)"):
+    train.check_batch(model, batch, "t", 0)
+
+
+def test_malformed_task_data_while_training(spm_model, tmp_path):
+  """A malformed training TSV of a registered task stops with its line."""
+  (tmp_path / "xnli").mkdir()
+  (tmp_path / "xnli" / "train-en.tsv").write_text(
+      "a cat\ta mat\tentailment\na cat\ta dog\tmaybe\n", "utf-8")
+  xnli.register_xnli_local(str(tmp_path), vocabulary.RemBertVocabulary(
+      spm_model), prefix="test_bad_", languages=["en"])
+  model = models.RemBertPairClassificationModel(
+      network.RemBertForSequenceClassification(test_utils.TINY_CONFIG, 3))
+  with pytest.raises(cli.UserError) as e:
+    data = train.make_dataset(model, "test_bad_xnli_train_en",
+                              {"input_tokens": 16}, 2, "train", 0, False)
+    train.next_batch(data, "test_bad_xnli_train_en", 0)
+  message = str(e.value)
+  assert "task test_bad_xnli_train_en" in message
+  assert (f"{tmp_path / 'xnli' / 'train-en.tsv'}, line 2: field 'label' has "
+          "value 'maybe'") in message
+
+
+# ----------------------------------------------------------------------------
+# Writing outputs: disk full, unwritable directories.
+# ----------------------------------------------------------------------------
+
+
+def test_disk_full_keeps_the_previous_results_file(tmp_path, monkeypatch):
+  results = tmp_path / "results.json"
+  io_utils.atomic_write_json(results, {"f1": 1.0})
+
+  def full(fd, data):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+  monkeypatch.setattr(io_utils.os, "write", full)
+  with pytest.raises(cli.UserError, match=f"cannot write {results}: no space "
+                     "left on device"):
+    io_utils.atomic_write_json(results, {"f1": 2.0})
+  assert json.loads(results.read_text()) == {"f1": 1.0}
+  assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+def test_disk_full_appending_a_log():
+  with pytest.raises(cli.UserError, match="cannot write /dev/full: no space "
+                     "left on device"):
+    io_utils.append_line("/dev/full", '{"step": 1}')
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+def test_results_directory_not_writable(tmp_path):
+  locked = tmp_path / "locked"
+  locked.mkdir(mode=0o500)
+  with pytest.raises(cli.UserError, match="permission denied"):
+    io_utils.atomic_write_text(locked / "config.gin", "x")
+
+
+def test_results_directory_missing(tmp_path):
+  with pytest.raises(cli.UserError, match=f"cannot write {tmp_path / 'no' / 'r.json'}"
+                     ": no such directory"):
+    io_utils.atomic_write_json(tmp_path / "no" / "r.json", {})
+
+
+# ----------------------------------------------------------------------------
+# Data files (library readers), one format at a time.
+# ----------------------------------------------------------------------------
+
+
+def _file(tmp_path, name, content):
+  path = tmp_path / name
+  if isinstance(content, bytes):
+    path.write_bytes(content)
+  else:
+    path.write_text(content, "utf-8")
+  return str(path)
+
+
+@pytest.mark.parametrize("content,label_ids,message", [
+    ("a\tb\tentailment\na\tb\n", xtreme_readers.XNLI_LABEL_IDS,
+     "line 2: field 'label' is missing"),
+    ("a\tb\tc\tentailment\n", xtreme_readers.XNLI_LABEL_IDS,
+     "line 1: expected 3 tab-separated fields"),
+    ("a\tb\tneutral\na\tb\tcontradicts\n", xtreme_readers.XNLI_LABEL_IDS,
+     "line 2: field 'label' has value 'contradicts'"),
+    ("a\tb\t1\na\tb\t2\n", xtreme_readers.PAWSX_LABEL_IDS,
+     "line 2: field 'label' has value '2', expected one of ['0', '1']"),
+    ("a\t \t0\n", xtreme_readers.PAWSX_LABEL_IDS,
+     "line 1: field 'sentence2' is empty"),
+    ("\n\n", xtreme_readers.XNLI_LABEL_IDS, "file is empty"),
+    (b"a\tb\tneutral\n\xff\xfe\tb\tneutral\n", xtreme_readers.XNLI_LABEL_IDS,
+     "line 2: not valid UTF-8"),
+], ids=["xnli_missing_label", "xnli_extra_field", "xnli_unknown_label",
+        "pawsx_label_out_of_range", "pawsx_empty_sentence", "tsv_empty_file",
+        "tsv_not_utf8"])
+def test_pair_tsv(tmp_path, content, label_ids, message):
+  path = _file(tmp_path, "train-en.tsv", content)
+  with pytest.raises(ValueError, match=None) as e:
+    xtreme_readers.read_pair_tsv(path, label_ids)
+  assert str(e.value).startswith(path) and message in str(e.value)
+
+
+def test_pair_tsv_missing(tmp_path):
+  with pytest.raises(ValueError, match=f"{tmp_path / 'nope.tsv'}: cannot read"):
+    xtreme_readers.read_pair_tsv(str(tmp_path / "nope.tsv"),
+                                 xtreme_readers.XNLI_LABEL_IDS)
+
+
+@pytest.mark.parametrize("content,labels,message", [
+    ("Paris\tB-LOC\nis\tO\nnice\tB-MISC\n", panx.LABELS,
+     "line 3: field 'tag' has value 'B-MISC'"),
+    ("Paris\tB-LOC\tX\n", panx.LABELS, "line 1: expected 'token<TAB>tag', "
+     "found 3 fields"),
+    ("\tO\n", panx.LABELS, "line 1: field 'token' is empty"),
+    ("The\tDET\ncat\tNOUNS\n", udpos.LABELS,
+     "line 2: field 'tag' has value 'NOUNS'"),
+    ("The\tDET\ncat\n", udpos.LABELS, "line 2: field 'tag' is missing"),
+], ids=["panx_unknown_tag", "panx_extra_field", "panx_empty_token",
+        "udpos_unknown_tag", "udpos_missing_tag"])
+def test_conll(tmp_path, content, labels, message):
+  path = _file(tmp_path, "train-en.tsv", content)
+  with pytest.raises(ValueError) as e:
+    xtreme_readers.read_conll_tags(path, labels)
+  assert str(e.value).startswith(path) and message in str(e.value)
+
+
+def test_tatoeba_files_of_different_lengths(tmp_path):
+  src = _file(tmp_path, "tatoeba.deu-eng.deu", "eins\nzwei\ndrei\n")
+  eng = _file(tmp_path, "tatoeba.deu-eng.eng", "one\ntwo\n")
+  with pytest.raises(ValueError, match=f"{src} has 3 lines but {eng} has 2"):
+    xtreme_readers.read_parallel_lines(src, eng)
+
+
+def test_tatoeba_blank_line(tmp_path):
+  src = _file(tmp_path, "tatoeba.deu-eng.deu", "eins\n\ndrei\n")
+  eng = _file(tmp_path, "tatoeba.deu-eng.eng", "one\ntwo\nthree\n")
+  with pytest.raises(ValueError, match=f"{src}, line 2: field 'sentence' is "
+                     "empty"):
+    xtreme_readers.read_parallel_lines(src, eng)
+
+
+_SQUAD = {"data": [{"paragraphs": [{"context": "The cat sat on the mat.",
+                                    "qas": [{"id": "q1", "question": "Who?",
+                                             "answers": [{"text": "cat",
+                                                          "answer_start": 4}]}]}]}]}
+
+
+def _squad(mutate):
+  data = json.loads(json.dumps(_SQUAD))
+  mutate(data["data"][0]["paragraphs"][0])
+  return data
+
+
+@pytest.mark.parametrize("mutate,message", [
+    (lambda p: p.pop("context"), "data[0].paragraphs[0].context: expected a "
+     "string"),
+    (lambda p: p["qas"][0]["answers"][0].update(answer_start=5),
+     "question 'q1': answers[0].answer_start=5 points at 'at ' in the "
+     "context, not at the answer text 'cat'"),
+    (lambda p: p["qas"][0]["answers"][0].update(answer_start=400),
+     "question 'q1': answers[0].answer_start=400 points at ''"),
+], ids=["missing_context", "answer_offset_mismatch", "answer_start_beyond_context"])
+def test_squad_json(tmp_path, mutate, message):
+  path = _file(tmp_path, "squad.json", json.dumps(_squad(mutate)))
+  with pytest.raises(ValueError) as e:
+    qa.read_squad_file(path)
+  assert str(e.value).startswith(path) and message in str(e.value)
+
+
+def test_squad_not_json(tmp_path):
+  path = _file(tmp_path, "squad.json", '{"data": [')
+  with pytest.raises(ValueError, match=f"{path}: not valid JSON"):
+    qa.read_squad_file(path)
+
+
+def test_qa_question_too_long_for_the_window(spm_model):
+  vocab = vocabulary.RemBertVocabulary(spm_model)
+  example = qa.parse_squad_json(_SQUAD, "squad.json")[0]
+  example = qa.QAExample(example.example_id, "the cat sat on a mat " * 5,
+                         example.context, example.answer_texts,
+                         example.answer_starts)
+  with pytest.raises(ValueError, match="max_seq_length=16 leaves no room for "
+                     "context"):
+    qa.make_windows(example, vocab, max_seq_length=16, max_query_length=64)
+
+
+def test_text_corpus_file_name_not_a_language(tmp_path):
+  _file(tmp_path, "english.txt", "hello\n")
+  with pytest.raises(ValueError, match="english.txt: 'english' is not a "
+                     "language code"):
+    text_sources.find_language_files(input_dir=str(tmp_path))
+
+
+def test_text_corpus_dir_missing(tmp_path):
+  with pytest.raises(ValueError, match="not a directory"):
+    text_sources.find_language_files(input_dir=str(tmp_path / "nope"))
+
+
+def test_text_corpus_empty_file(tmp_path, spm_model):
+  path = _file(tmp_path, "sw.txt", "\n  \n")
+  with pytest.raises(ValueError, match=f"{path}: file is empty"):
+    pretraining.register_local_text_mlm(
+        "test_bad_corpus", files_by_lang={"sw": [path]},
+        vocabulary=vocabulary.RemBertVocabulary(spm_model))
+
+
+def test_text_corpus_not_utf8(tmp_path):
+  path = _file(tmp_path, "sw.txt", b"habari\n\xc3\x28\n")
+  with pytest.raises(ValueError, match=f"{path}, line 2: not valid UTF-8"):
+    text_sources.read_text_lines(path)
+
+
+def test_text_corpus_file_missing(tmp_path, spm_model):
+  path = str(tmp_path / "sw.txt")
+  with pytest.raises(ValueError, match=f"{path}: no such file"):
+    pretraining.register_local_text_mlm(
+        "test_bad_corpus", files_by_lang={"sw": [path]},
+        vocabulary=vocabulary.RemBertVocabulary(spm_model),
+        example_counts={"sw": 3})
+
+
+# ----------------------------------------------------------------------------
+# SentencePiece model files.
+# ----------------------------------------------------------------------------
+
+
+def test_sentencepiece_model_missing(tmp_path):
+  path = str(tmp_path / "nope.model")
+  with pytest.raises(ValueError, match=f"{path}: no such SentencePiece model"):
+    _ = vocabulary.RemBertVocabulary(path).vocab_size
+
+
+def test_sentencepiece_model_corrupt(tmp_path):
+  path = _file(tmp_path, "bad.model", b"this is not a protobuf \x00\xff")
+  with pytest.raises(ValueError, match=f"{path}: cannot load it as a "
+                     "SentencePiece model"):
+    _ = vocabulary.RemBertVocabulary(path).vocab_size
+
+
+def test_sentencepiece_model_without_rembert_special_ids(tmp_path):
+  corpus = _file(tmp_path, "c.txt", "the cat sat on a mat\n" * 30)
+  spm.SentencePieceTrainer.train(input=corpus,
+                                 model_prefix=str(tmp_path / "plain"),
+                                 vocab_size=14, minloglevel=2)
+  path = str(tmp_path / "plain.model")
+  with pytest.raises(ValueError, match=f"{path}: SentencePiece model has "
+                     "piece '<unk>' at id 0, expected '\\[PAD\\]'"):
+    _ = vocabulary.RemBertVocabulary(path).vocab_size
+
+
+def test_sentencepiece_path_variable_unset(monkeypatch):
+  monkeypatch.delenv(vocabulary.SPM_PATH_ENV, raising=False)
+  with pytest.raises(ValueError, match="REMBERT_SPM_PATH is not set"):
+    _ = vocabulary.default_vocabulary().vocab_size
+
+
+def test_vocabulary_too_large_for_the_corpus(tmp_path):
+  path = _file(tmp_path, "sw.txt", "habari yako\n" * 5)
+  with pytest.raises(ValueError, match="SentencePiece training for .* failed"):
+    vocabulary.train_sentencepiece({"sw": [path]}, str(tmp_path / "v"), 5000)
+
+
+# ----------------------------------------------------------------------------
+# QA scoring and parameter counting.
+# ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("predictions,message", [
+    ('{"q1": "cat"', "the prediction file is not valid JSON"),
+    ('["cat"]', "expected a JSON object mapping question id -> answer text"),
+    ('{"q1": 3}', "prediction for id 'q1' is int, expected a string"),
+    ('{"xquad-de-1": "Katze", "xquad-de-2": "Matte"}',
+     "none of its 2 question ids (e.g. 'xquad-de-1') is in"),
+], ids=["not_json", "not_an_object", "answer_not_a_string", "wrong_file"])
+def test_qa_prediction_file(tmp_path, predictions, message):
+  dataset = _file(tmp_path, "gold.json", json.dumps(_SQUAD))
+  pred = _file(tmp_path, "pred.json", predictions)
+  with pytest.raises(ValueError) as e:
+    metrics.evaluate_prediction_file(dataset, pred)
+  assert str(e.value).startswith(pred) and message in str(e.value)
+
+
+def test_qa_dataset_file_without_data(tmp_path):
+  dataset = _file(tmp_path, "gold.json", '{"version": "1.1"}')
+  pred = _file(tmp_path, "pred.json", '{"q1": "cat"}')
+  with pytest.raises(ValueError, match=f"{dataset}: data: expected a "
+                     "top-level object with a 'data' list"):
+    metrics.evaluate_prediction_file(dataset, pred)
+
+
+def test_count_params_unset_macro(tmp_path):
+  gin_file = _file(tmp_path, "m.gin",
+                   "include 'gin_configs/architectures/rembert.gin'\n")
+  with pytest.raises(configs.GinConfigError, match=f"gin file {gin_file}"):
+    configs.config_from_gin(gin_file)
+
+
+# ----------------------------------------------------------------------------
+# The scripts, run as a user would: exit 2, one line, no traceback.
+# ----------------------------------------------------------------------------
+
+
+def _script(args, tmp_path):
+  env = dict(os.environ, PYTHONPATH=str(REPO))
+  result = subprocess.run([sys.executable, *map(str, args)], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=300)
+  lines = [l for l in result.stderr.splitlines()
+           if l.startswith("error: ") or "Traceback" in l]
+  assert result.returncode == 2, result.stderr[-2000:]
+  assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr[-2000:]
+  return lines[0]
+
+
+def test_cli_train_gin_syntax_error(run_gin, tmp_path):
+  run_gin.write_text(RUN_GIN + "train.train.batch_size = = 3\n")
+  line = _script(["-m", "rembert_t5x.train", f"--gin_file={run_gin}",
+                  f"--gin.MODEL_DIR='{tmp_path / 'm'}'"], tmp_path)
+  assert f"gin file {run_gin}" in line and f"line {BAD_LINE}" in line
+
+
+def test_cli_count_params_unknown_binding(tmp_path):
+  line = _script(["scripts/count_params.py",
+                  "--gin_file=gin_configs/models/tiny.gin",
+                  "--gin_bindings=network.RemBertConfig.num_layerz = 3"],
+                 tmp_path)
+  assert "doesn't have a parameter named 'num_layerz'" in line
+
+
+def test_cli_train_vocab_missing_input_dir(tmp_path):
+  line = _script(["scripts/train_vocab.py", f"--input_dir={tmp_path / 'no'}",
+                  f"--model_prefix={tmp_path / 'v'}"], tmp_path)
+  assert f"input_dir '{tmp_path / 'no'}': not a directory" in line
+  assert not list(tmp_path.iterdir())
+
+
+def test_cli_evaluate_qa_wrong_prediction_file(tmp_path):
+  dataset = _file(tmp_path, "gold.json", json.dumps(_SQUAD))
+  pred = _file(tmp_path, "pred.json", '{"other-1": "x"}')
+  line = _script(["scripts/evaluate_qa.py", f"--dataset_file={dataset}",
+                  f"--prediction_file={pred}"], tmp_path)
+  assert f"error: {pred}: none of its 1 question ids" in line

@@ -1,0 +1,285 @@
+"""Reliability of the local runner: SIGKILL + restart, determinism, NaN guard.
+
+The end-to-end test kills real `python -m rembert_t5x.train` subprocesses
+(through the runner's REMBERT_T5X_CRASH_AT test hook: inside a checkpoint
+save, and between steps), restarts them with the same command and compares
+every logged loss with an uninterrupted run. The task is packed MLM over a
+two-language mixture of local text files with a SentencePiece vocabulary,
+the pipeline pre-training uses.
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import jax
+import numpy as np
+import pytest
+import seqio
+import tensorflow as tf
+
+from rembert_t5x import cli
+from rembert_t5x import configs
+from rembert_t5x import models
+from rembert_t5x import network
+from rembert_t5x import train
+from rembert_t5x import vocabulary
+from tests import test_utils
+
+STEPS = 12
+LENGTH = 32
+
+RUN_GIN = """
+from __gin__ import dynamic_registration
+import resume_test_tasks
+from rembert_t5x import models
+from rembert_t5x import network
+from rembert_t5x import train
+include 'gin_configs/models/tiny.gin'
+VOCAB_SIZE = 64
+MODEL_DIR = %gin.REQUIRED
+train.train:
+  model = @models.RemBertMLMModel()
+  mixture_or_task_name = 'resume_test_mlm'
+  task_feature_lengths = {'input_tokens': 32}
+  train_steps = 12
+  batch_size = 8
+  pack = True
+  learning_rate = 3e-3
+  checkpoint_period = 4
+  keep_checkpoints = 2
+  log_period = 1
+  mesh_shape = (1, 1)
+  progress_bar = False
+models.RemBertMLMModel.module = @network.RemBertForMaskedLM()
+"""
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+  """Corpus, vocabulary, a task module and a run file, all under tmp."""
+  tmp = tmp_path_factory.mktemp("resume")
+  rng = np.random.RandomState(0)
+  words = {"en": ["the", "cat", "sat", "on", "a", "mat", "dog", "ran", "far"],
+           "ru": ["кошка", "сидела", "на", "ковре", "собака", "бежала"]}
+  files = {}
+  for lang, ws in words.items():
+    path = tmp / f"{lang}.txt"
+    path.write_text("\n".join(" ".join(rng.choice(ws, rng.randint(3, 12)))
+                              for _ in range(80)) + "\n", "utf-8")
+    files[lang] = [str(path)]
+  spm = vocabulary.train_sentencepiece(files, str(tmp / "spm"), 45,
+                                       character_coverage=1.0)
+  (tmp / "resume_test_tasks.py").write_text(textwrap.dedent(f"""\
+      from rembert_t5x import vocabulary
+      from rembert_tasks import pretraining
+      pretraining.register_local_text_mlm(
+          "resume_test_mlm", files_by_lang={files!r},
+          vocabulary=vocabulary.RemBertVocabulary({spm!r}),
+          sequence_length=12)  # several sequences per packed row of 32
+      """))
+  (tmp / "run.gin").write_text(RUN_GIN)
+  return tmp
+
+
+def _metrics(model_dir):
+  text = (pathlib.Path(model_dir) / "metrics.jsonl").read_text()
+  return [json.loads(l) for l in text.splitlines()]
+
+
+def _run_subprocess(setup, model_dir, crash_at=None):
+  env = dict(os.environ)
+  env["PYTHONPATH"] = os.pathsep.join(
+      [str(setup), str(test_utils.REPO_ROOT), env.get("PYTHONPATH", "")])
+  env.pop("REMBERT_T5X_CRASH_AT", None)
+  if crash_at:
+    env["REMBERT_T5X_CRASH_AT"] = crash_at
+  return subprocess.run(
+      [sys.executable, "-m", "rembert_t5x.train",
+       f"--gin_file={setup / 'run.gin'}", f"--gin.MODEL_DIR='{model_dir}'"],
+      env=env, cwd=test_utils.REPO_ROOT, capture_output=True, text=True,
+      timeout=300)
+
+
+def _checkpoint_names(model_dir):
+  return sorted(p.name for p in (pathlib.Path(model_dir) / "checkpoints").iterdir())
+
+
+def _run_in_process(setup, model_dir, capsys):
+  capsys.readouterr()
+  train.main(cli.parse_gin_args([f"--gin_file={setup / 'run.gin'}",
+                                 f"--gin.MODEL_DIR='{model_dir}'"]))
+  return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+
+def test_killed_runs_resume_to_the_losses_of_an_uninterrupted_run(
+    setup, tmp_path, monkeypatch, capsys):
+  monkeypatch.syspath_prepend(str(setup))
+  reference_dir = tmp_path / "reference"
+  _run_in_process(setup, reference_dir, capsys)
+  reference = _metrics(reference_dir)
+  assert [r["step"] for r in reference] == list(range(1, STEPS + 1))
+
+  model_dir = tmp_path / "crashy"
+  # 1. Killed inside the save of step 8: files written, rename not done.
+  result = _run_subprocess(setup, model_dir, crash_at="save:8")
+  assert result.returncode == -9, result.stderr[-2000:]
+  names = _checkpoint_names(model_dir)
+  assert "4" in names and "8" not in names
+  assert any(n.startswith("8.") for n in names), names  # the killed temporary
+  assert train.latest_checkpoint_dir(str(model_dir)).name == "4"
+  assert [r["step"] for r in _metrics(model_dir)] == list(range(1, 9))
+
+  # 2. Restarted, then killed after the update of step 10 (never logged).
+  result = _run_subprocess(setup, model_dir, crash_at="step:10")
+  assert result.returncode == -9, result.stderr[-2000:]
+  assert train.latest_checkpoint_dir(str(model_dir)).name == "8"
+  assert [r["step"] for r in _metrics(model_dir)] == list(range(1, 10))
+
+  # 3. Restarted with the same command (in this process, to save a start-up):
+  # runs to the end.
+  final = _run_in_process(setup, model_dir, capsys)
+  records = _metrics(model_dir)
+  assert [r["step"] for r in records] == list(range(1, STEPS + 1))
+  for got, want in zip(records, reference):
+    for key in ("loss", "grad_norm", "learning_rate", "mlm/accuracy"):
+      np.testing.assert_allclose(got[key], want[key], rtol=0, atol=1e-6,
+                                 err_msg=f"step {got['step']} {key}")
+  np.testing.assert_allclose(final["loss"], reference[-1]["loss"], atol=1e-6)
+  assert train.latest_checkpoint_dir(str(model_dir)).name == str(STEPS)
+
+
+def test_packed_mixture_pipeline_skips_deterministically(setup, monkeypatch):
+  """Skipping k batches gives what an uninterrupted pipeline gives after k."""
+  monkeypatch.syspath_prepend(str(setup))
+  __import__("resume_test_tasks")
+  model = models.RemBertMLMModel(network.RemBertForMaskedLM(
+      test_utils.TINY_CONFIG))
+
+  def batches(skip, n):
+    it = train.make_dataset(model, "resume_test_mlm", {"input_tokens": LENGTH},
+                            4, "train", seed=3, pack=True, skip_batches=skip)
+    return [next(it) for _ in range(n)]
+
+  full = batches(0, 7)
+  tail = batches(4, 3)
+  assert any(b["segment_ids"].max() > 1 for b in full)  # really packed
+  for got, want in zip(tail, full[4:]):
+    for key in want:
+      np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+  other_seed = train.make_dataset(
+      model, "resume_test_mlm", {"input_tokens": LENGTH}, 4, "train", seed=4,
+      pack=True)
+  assert not np.array_equal(next(other_seed)["input_tokens"],
+                            full[0]["input_tokens"])
+
+
+# ----------------------------------------------------------------------------
+# NaN / inf guard: one training example carries an infinite loss weight.
+# ----------------------------------------------------------------------------
+
+NUM_EXAMPLES = 48
+
+
+def _register_weight_task(name, weight_of):
+  """In-memory MLM task; example i's first position has weight weight_of(i)."""
+
+  def dataset_fn(split, shuffle_files, seed=0):
+    del split, shuffle_files, seed
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(5, 97, (NUM_EXAMPLES, 16)).astype(np.int32)
+    weights = (rng.random((NUM_EXAMPLES, 16)) < 0.15).astype(np.float32)
+    weights[:, 0] = [weight_of(i) for i in range(NUM_EXAMPLES)]
+    inputs = np.where(weights > 0, 4, tokens).astype(np.int32)
+    return tf.data.Dataset.from_tensor_slices({
+        "input_tokens": inputs, "token_types": np.zeros_like(inputs),
+        "targets": tokens, "weights": weights})
+
+  vocab = seqio.PassThroughVocabulary(97)
+  features = {
+      k: seqio.Feature(vocab, add_eos=False,
+                       dtype=tf.float32 if k == "weights" else tf.int32)
+      for k in ("input_tokens", "token_types", "targets", "weights")}
+  if name in seqio.TaskRegistry.names():
+    seqio.TaskRegistry.remove(name)
+  seqio.TaskRegistry.add(
+      name, source=seqio.FunctionDataSource(
+          dataset_fn, splits=["train"],
+          num_input_examples={"train": NUM_EXAMPLES}),
+      preprocessors=[], output_features=features)
+  return name
+
+
+def _mlm_model():
+  return models.RemBertMLMModel(network.RemBertForMaskedLM(
+      test_utils.TINY_CONFIG))
+
+
+@pytest.fixture(scope="module")
+def poisoned_task():
+  """(task, step): the task's only non-finite example is read at `step` only.
+
+  The pipeline shuffles across epochs, so an example can recur; the probe
+  (weight = example index + 1) finds one read exactly once in six steps.
+  """
+  probe = _register_weight_task("test_nan_probe", lambda i: i + 1.0)
+  it = train.make_dataset(_mlm_model(), probe, {"input_tokens": 16}, 8,
+                          "train", seed=0, pack=False)
+  steps_of = {}
+  for step in range(1, 7):
+    for weight in next(it)["weights"][:, 0]:
+      steps_of.setdefault(int(weight) - 1, []).append(step)
+  index, (step,) = next((i, s) for i, s in sorted(steps_of.items())
+                        if len(s) == 1 and 3 <= s[0] <= 5)
+  task = _register_weight_task(
+      "test_nan_poisoned", lambda i: np.inf if i == index else 1.0)
+  return task, step
+
+
+def _train(model_dir, task, nonfinite, checkpoint_period):
+  configs.parse_gin([])
+  return train.train(
+      str(model_dir), model=_mlm_model(), mixture_or_task_name=task,
+      task_feature_lengths={"input_tokens": 16}, train_steps=6, batch_size=8,
+      learning_rate=1e-3, checkpoint_period=checkpoint_period,
+      keep_checkpoints=10, log_period=1, mesh_shape=(1, 1),
+      progress_bar=False, nonfinite=nonfinite)
+
+
+def test_nonfinite_stop_names_the_step_and_keeps_the_last_good_checkpoint(
+    poisoned_task, tmp_path):
+  task, bad = poisoned_task
+  model_dir = tmp_path / "m"
+  with pytest.raises(cli.UserError) as e:
+    _train(model_dir, task, "stop", checkpoint_period=2)
+  message = str(e.value)
+  good = (bad - 1) // 2 * 2
+  assert f"non-finite loss or gradient at step {bad} " in message
+  assert f"last good checkpoint is {model_dir / 'checkpoints' / str(good)}" in message
+  assert _checkpoint_names(model_dir) == [str(s) for s in range(2, good + 1, 2)]
+  assert [r["step"] for r in _metrics(model_dir)] == list(range(1, bad))
+  # What the stop kept is loadable and finite.
+  params = train.load_params(str(model_dir))
+  assert all(np.isfinite(x).all() for x in jax.tree_util.tree_leaves(params))
+
+
+def test_nonfinite_skip_leaves_params_unchanged_and_continues(
+    poisoned_task, tmp_path):
+  task, bad = poisoned_task
+  model_dir = tmp_path / "m"
+  last = _train(model_dir, task, "skip", checkpoint_period=1)
+  records = _metrics(model_dir)
+  assert [r["step"] for r in records] == [1, 2, 3, 4, 5, 6]
+  assert [np.isfinite(r["loss"]) for r in records] == [
+      r["step"] != bad for r in records]
+  assert np.isfinite(last["loss"])
+  ckpt = model_dir / "checkpoints"
+  before, at, after = (jax.tree_util.tree_leaves(
+      train.load_params(str(ckpt / str(s)))) for s in (bad - 1, bad, bad + 1))
+  for a, b in zip(before, at):
+    np.testing.assert_array_equal(a, b)  # the bad update was skipped
+  assert any(not np.array_equal(a, b) for a, b in zip(at, after))
+  assert all(np.isfinite(x).all() for x in after)
