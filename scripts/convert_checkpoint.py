@@ -6,6 +6,13 @@ r"""Converts RemBERT checkpoints between Hugging Face, TF1 and our format.
       --output_dir=C [--gin_file=...] [--hf_vocab_size=N]
   python scripts/convert_checkpoint.py tf-to-t5x --tf_checkpoint=CKPT \
       --output_dir=B (--config_json=rembert_config.json | --gin_file=...)
+  python scripts/convert_checkpoint.py t5x-native --checkpoint_dir=B \
+      --output_dir=C [--gin_file=...]
+
+t5x-native (needs T5X: pip install -e ".[t5x]") writes a pre-training
+checkpoint B as T5X's own checkpoint C/checkpoint_0 (the MLM model's train
+state, step 0, fresh pretrain_mlm.gin optimizer state), which t5x.train
+restores with --gin.INITIAL_CHECKPOINT_PATH="'C/checkpoint_0'".
 
 Each command refuses a non-empty output directory unless --overwrite, writes
 it atomically and prints one JSON line (tensors, parameters, peak memory).
@@ -39,7 +46,14 @@ def _parser() -> argparse.ArgumentParser:
   tf.add_argument("--config_json")
   tf.add_argument("--gin_file")
   tf.add_argument("--vocab_size", type=int)
-  for p in (hf, back, tf):
+  native = sub.add_parser(
+      "t5x-native", help="ours (MLM) -> T5X checkpoint OUT/checkpoint_0 "
+      "that t5x.train restores (needs T5X)")
+  native.add_argument("--checkpoint_dir", required=True)
+  native.add_argument("--gin_file")
+  native.add_argument("--optimizer", default="adamw",
+                      help="optimizer state to write (adamw: pretrain_mlm.gin's)")
+  for p in (hf, back, tf, native):
     p.add_argument("--output_dir", required=True)
     p.add_argument("--overwrite", action="store_true")
   return parser
@@ -56,6 +70,11 @@ def main(argv=None) -> None:
       summary = checkpoint_io.t5x_to_hf(
           args.checkpoint_dir, args.output_dir, gin_file=args.gin_file,
           hf_vocab_size=args.hf_vocab_size, overwrite=args.overwrite)
+    elif args.command == "t5x-native":
+      from rembert_t5x import t5x_export  # pylint: disable=g-import-not-at-top
+      summary = t5x_export.t5x_native(
+          args.checkpoint_dir, args.output_dir, gin_file=args.gin_file,
+          optimizer=args.optimizer, overwrite=args.overwrite)
     else:
       summary = checkpoint_io.tf_to_t5x(
           args.tf_checkpoint, args.output_dir, config_json=args.config_json,

@@ -1,0 +1,157 @@
+"""The T5X-native export (`convert_checkpoint.py t5x-native`).
+
+With T5X installed: a tiny random MLM checkpoint in our layout is exported
+with T5X's own Checkpointer, then restored the way `finetune_base.gin` does
+(mode 'specific', assignment_map (('state/.*', None),), fallback_to_scratch)
+into the pair-classification model: the encoder must come back bit for bit.
+Without T5X only the CLI's one-line error is checked (T5X is blocked in a
+subprocess, so that test runs everywhere).
+"""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+from flax import traverse_util
+
+from rembert_t5x import checkpoint_io
+from rembert_t5x import cli
+from rembert_t5x import models
+from rembert_t5x import network
+from tests import test_utils
+
+HAS_T5X = importlib.util.find_spec("t5x") is not None
+needs_t5x = pytest.mark.skipif(
+    not HAS_T5X, reason="t5x is not installed (pip install -e '.[t5x]'); "
+    "the T5X-native export and its restore need the real T5X")
+CFG = test_utils.TINY_CONFIG
+SCRIPT = test_utils.REPO_ROOT / "scripts" / "convert_checkpoint.py"
+
+
+def _flat(tree):
+  return {"/".join(k): np.asarray(v)
+          for k, v in traverse_util.flatten_dict(dict(tree)).items()}
+
+
+def _write_ours(path, module=None):
+  """Our orbax layout with random params of `module` (default: the MLM)."""
+  module = module or network.RemBertForMaskedLM(CFG)
+  params = module.init({"params": jax.random.PRNGKey(7)},
+                       np.ones((1, 8), np.int32), enable_dropout=False)
+  flat = _flat(params["params"])
+  checkpoint_io.write_orbax_params(path, iter(flat.items()))
+  checkpoint_io._write_config(path, CFG)  # pylint: disable=protected-access
+  return flat
+
+
+def test_cli_without_t5x_gives_one_clear_error(tmp_path):
+  code = ("import runpy, sys; sys.modules['t5x'] = None; "  # import t5x fails
+          f"sys.argv = ['convert_checkpoint.py', 't5x-native', "
+          f"'--checkpoint_dir={tmp_path / 'ours'}', "
+          f"'--output_dir={tmp_path / 'native'}']; "
+          f"runpy.run_path({str(SCRIPT)!r}, run_name='__main__')")
+  env = {**os.environ, "PYTHONPATH": str(test_utils.REPO_ROOT)}
+  result = subprocess.run([sys.executable, "-c", code], env=env,
+                          capture_output=True, text=True, timeout=300,
+                          cwd=test_utils.REPO_ROOT)
+  assert result.returncode == 2, result.stderr
+  assert "Traceback" not in result.stderr
+  last = result.stderr.strip().splitlines()[-1]
+  assert last.startswith("error: the t5x-native export needs T5X"), last
+  assert 'pip install -e ".[t5x]"' in last
+  assert not (tmp_path / "native").exists()
+
+
+@needs_t5x
+def test_export_restores_for_finetuning_bit_for_bit(tmp_path):
+  from rembert_t5x import t5x_export  # pylint: disable=g-import-not-at-top
+  flat = _write_ours(tmp_path / "ours")
+  summary = t5x_export.t5x_native(str(tmp_path / "ours"),
+                                  str(tmp_path / "native"))
+  assert summary.parameters == sum(v.size for v in flat.values())
+  assert summary.tensors == len(flat)
+  assert sorted(os.listdir(tmp_path / "native")) == [
+      "checkpoint_0", checkpoint_io.CONFIG_FILE]
+  assert (tmp_path / "native" / "checkpoint_0" / "checkpoint").is_file()
+
+  pair = models.RemBertPairClassificationModel(
+      network.RemBertForSequenceClassification(CFG, 2))
+  state = t5x_export.restore_for_finetuning(
+      str(tmp_path / "native" / "checkpoint_0"), pair)
+  assert int(state.step) == 0
+  got = _flat(state.params)
+  encoder = [k for k in got if k.startswith("encoder/")]
+  assert encoder and set(encoder) == {k for k in flat
+                                      if k.startswith("encoder/")}
+  for name in encoder:
+    assert got[name].dtype == flat[name].dtype, name
+    np.testing.assert_array_equal(got[name], flat[name], err_msg=name)
+  # The MLM head is not read; the task head starts from scratch.
+  assert not any(k.startswith("mlm_head/") for k in got)
+  assert {k.split("/")[0] for k in got} == {"encoder", "pooler", "classifier"}
+
+
+@needs_t5x
+def test_export_restores_full_state_for_pretraining(tmp_path):
+  """T5X's default restore (all of state/, strict) into the MLM model."""
+  from t5x import utils  # pylint: disable=g-import-not-at-top
+  from rembert_t5x import t5x_export  # pylint: disable=g-import-not-at-top
+  flat = _write_ours(tmp_path / "ours")
+  t5x_export.t5x_native(str(tmp_path / "ours"), str(tmp_path / "native"))
+  mlm = models.RemBertMLMModel(network.RemBertForMaskedLM(CFG))
+  initializer = utils.TrainStateInitializer(
+      optimizer_def=t5x_export.make_optimizer("adamw"),
+      init_fn=mlm.get_initial_variables,
+      input_shapes={"input_tokens": (1, 8)},
+      partitioner=t5x_export.make_partitioner())
+  state = initializer.from_checkpoint([utils.RestoreCheckpointConfig(
+      path=str(tmp_path / "native" / "checkpoint_0"), mode="specific")])
+  assert int(state.step) == 0
+  got = _flat(state.params)
+  assert set(got) == set(flat)
+  for name, value in flat.items():
+    np.testing.assert_array_equal(got[name], value, err_msg=name)
+  for moment in jax.tree_util.tree_leaves(state.param_states):
+    assert not np.any(np.asarray(moment))  # fresh optimizer state
+
+
+@needs_t5x
+def test_export_errors(tmp_path):
+  from rembert_t5x import t5x_export  # pylint: disable=g-import-not-at-top
+  _write_ours(tmp_path / "pair",
+              network.RemBertForSequenceClassification(CFG, 2))
+  with pytest.raises(cli.UserError, match="pre-training"):
+    t5x_export.t5x_native(str(tmp_path / "pair"), str(tmp_path / "o"))
+  assert not (tmp_path / "o").exists()
+  with pytest.raises(cli.UserError, match="no such directory"):
+    t5x_export.t5x_native(str(tmp_path / "nope"), str(tmp_path / "o"))
+  (tmp_path / "full").mkdir()
+  (tmp_path / "full" / "x").write_text("x")
+  _write_ours(tmp_path / "ours")
+  with pytest.raises(cli.UserError, match="exists and is not empty"):
+    t5x_export.t5x_native(str(tmp_path / "ours"), str(tmp_path / "full"))
+  with pytest.raises(cli.UserError, match="optimizer"):
+    t5x_export.t5x_native(str(tmp_path / "ours"), str(tmp_path / "o"),
+                          optimizer="sgd")
+
+
+@needs_t5x
+def test_cli_writes_checkpoint_0(tmp_path):
+  _write_ours(tmp_path / "ours")
+  env = {**os.environ, "PYTHONPATH": str(test_utils.REPO_ROOT),
+         "JAX_PLATFORMS": "cpu"}
+  result = subprocess.run(
+      [sys.executable, str(SCRIPT), "t5x-native",
+       f"--checkpoint_dir={tmp_path / 'ours'}",
+       f"--output_dir={tmp_path / 'native'}"],
+      env=env, capture_output=True, text=True, timeout=600,
+      cwd=test_utils.REPO_ROOT)
+  assert result.returncode == 0, result.stderr[-2000:]
+  summary = json.loads(result.stdout.strip().splitlines()[-1])
+  assert summary["head"] == "masked_lm"
+  assert (tmp_path / "native" / "checkpoint_0" / "checkpoint").is_file()
