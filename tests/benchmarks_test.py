@@ -13,6 +13,7 @@ import pytest
 
 from benchmarks import common
 from benchmarks import input_pipeline
+from benchmarks import scaling
 from benchmarks import train_step
 
 TINY = "gin_configs/models/tiny.gin"
@@ -65,6 +66,31 @@ def test_train_step_json(capsys):
   assert r["steps"] == {"ours": 2, "ours_no_gather": 2, "peak": 2, "hf": 1}
   assert r["selected_per_row"] <= r["max_predictions_per_seq"]
   assert math.isfinite(r["ours_loss"])
+
+
+def test_scaling_json_and_plot(capsys, tmp_path):
+  png = tmp_path / "scaling.png"
+  # Two points: T=16 (both sweeps, 2 layers) and T=32 (seq_len sweep only).
+  scaling.main(["--config", TINY, "--seq_lens", "16,32", "--batches", "2,1",
+                "--layers", "2", "--steps", "1", "--warmup", "0",
+                "--peak_n", "64", "--out", str(png), "--json"])
+  r = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+  assert (r["base_num_layers"], r["layers_seq_len"], r["layers_batch"]) == (
+      2, 16, 2)
+  assert [(p["num_layers"], p["batch"], p["seq_len"], p["sweeps"])
+          for p in r["points"]] == [(2, 2, 16, ["seq_len", "layers"]),
+                                    (2, 1, 32, ["seq_len"])]
+  for p in r["points"]:
+    for key in ("step_s", "tokens_per_s", "gflop_per_s", "attn_share",
+                "peak_gflop_per_s", "mfu"):
+      assert _positive(p[key]), (key, p[key])
+    assert p["tokens_per_s"] == pytest.approx(p["tokens_per_step"] / p["step_s"])
+    assert len(p["step_times_s"]) == 1
+    assert math.isfinite(p["loss"])
+  # attention's share of the FLOPs grows with T
+  assert r["points"][1]["attn_share"] > r["points"][0]["attn_share"]
+  assert r["plot"] == str(png)
+  assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_input_pipeline_json(capsys, tmp_path):
