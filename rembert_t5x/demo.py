@@ -52,7 +52,7 @@ NUM_CLASSES = {"pair": 2, "tag": len(synthetic.TAGS)}
 
 @dataclasses.dataclass
 class DemoSettings:
-  pretrain_steps: int = 1000
+  pretrain_steps: int = 2000
   finetune_steps: int = 200
   batch_size: int = 32
   pretrain_length: int = 64
@@ -60,7 +60,7 @@ class DemoSettings:
   finetune_learning_rate: float = 5e-4
   # Sentence-pair comparison is learnt more slowly than tagging or QA: it
   # gets more steps and a higher learning rate.
-  pair_finetune_steps: int = 400
+  pair_finetune_steps: int = 600
   pair_finetune_learning_rate: float = 1e-3
   seed: int = 0
 
