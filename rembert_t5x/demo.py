@@ -23,18 +23,19 @@ evaluator.
 
 import argparse
 import dataclasses
-import json
 import pathlib
 import sys
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 from rembert_t5x import cli
 from rembert_t5x import configs
 from rembert_t5x import eval as eval_lib
+from rembert_t5x import io_utils
 from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x import synthetic
+from rembert_t5x import synthetic_baselines
 from rembert_t5x import train
 
 VARIANTS = {
@@ -84,7 +85,7 @@ def run(workdir: str, settings: DemoSettings = DemoSettings(),
   manifest = synthetic_tasks.prepare(str(out / "data"), seed=settings.seed)
   names = synthetic_tasks.register_synthetic(manifest, prefix="demo_")
   vocab_size = synthetic_tasks.VOCAB_SIZE
-  chance = synthetic.chance_levels(manifest["dir"], split="dev")
+  chance = synthetic_baselines.chance_levels(manifest["dir"], split="dev")
 
   results: Dict[str, Any] = {"variants": {}, "chance": chance,
                              "languages": manifest["languages"],
@@ -181,8 +182,7 @@ def summary_table(results: Dict[str, Any]) -> str:
 
 
 def _write(out: pathlib.Path, results: Dict[str, Any]) -> None:
-  eval_lib._atomic_write(out / "results.json",  # pylint: disable=protected-access
-                         json.dumps(results, indent=1) + "\n")
+  io_utils.atomic_write_json(out / "results.json", results, indent=1)
   params = "; ".join(
       f"{v}: {r['params']['pretraining_params']:,} pre-training / "
       f"{r['params']['finetuning_params']:,} fine-tuning parameters"
@@ -190,7 +190,7 @@ def _write(out: pathlib.Path, results: Dict[str, Any]) -> None:
   text = (f"# Offline demo: zero-shot cross-lingual transfer\n\n"
           f"{params}. Total time {results['seconds']} s.\n\n"
           f"{summary_table(results)}")
-  eval_lib._atomic_write(out / "results.md", text)  # pylint: disable=protected-access
+  io_utils.atomic_write_text(out / "results.md", text)
   for family, (_, _, metric) in TASKS.items():
     groups = {v: {l: m[metric] for l, m in r["tasks"].get(family, {}).items()
                   if metric in m}

@@ -17,7 +17,7 @@ import collections
 import json
 import pathlib
 import re
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional
 
 import gin
 import jax
@@ -26,6 +26,7 @@ import seqio
 
 from rembert_t5x import cli
 from rembert_t5x import configs
+from rembert_t5x import io_utils
 
 # Which metric summarises a task in tables and plots, in order of preference.
 MAIN_METRICS = ("xtreme", "f1", "accuracy", "exact_match")
@@ -156,21 +157,15 @@ def write_results(output_dir: str, task_metrics: Mapping[str, Mapping[str, float
       (task_language(t), dict(m)) for t, m in sorted(task_metrics.items()))
   record = {"title": title, "tasks": dict(task_metrics),
             "languages": languages}
-  _atomic_write(out / "results.json", json.dumps(record, indent=1) + "\n")
-  _atomic_write(out / "results.md",
-                f"# {title}\n\n{language_table(task_metrics, chance)}\n")
+  io_utils.atomic_write_json(out / "results.json", record, indent=1)
+  io_utils.atomic_write_text(
+      out / "results.md", f"# {title}\n\n{language_table(task_metrics, chance)}\n")
   if task_metrics:
     metric = main_metric(next(iter(task_metrics.values())))
     plot_languages({title: {l: m[metric] for l, m in languages.items()
                             if metric in m}},
                    out / "results.png", title, metric, chance)
   return record
-
-
-def _atomic_write(path: pathlib.Path, text: str) -> None:
-  tmp = path.with_name(f".{path.name}.tmp")
-  tmp.write_text(text)
-  tmp.replace(path)
 
 
 @gin.configurable(denylist=["checkpoint_dir", "output_dir"])

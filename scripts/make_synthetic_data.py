@@ -14,6 +14,7 @@ from absl import app
 from absl import flags
 
 from rembert_t5x import synthetic
+from rembert_t5x import synthetic_baselines
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory.",
                                required=True)
@@ -44,7 +45,7 @@ def main(argv):
       qa_train=_QA_TRAIN.value, eval_examples=_EVAL_EXAMPLES.value,
       qa_sentences_per_context=_QA_SENTENCES.value)
   print(os.path.join(os.path.abspath(_WORKDIR.value), "manifest.json"))
-  print(json.dumps(synthetic.chance_levels(_WORKDIR.value), sort_keys=True))
+  print(json.dumps(synthetic_baselines.chance_levels(_WORKDIR.value), sort_keys=True))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import pytest
 
 from rembert_t5x import qa as qa_lib
 from rembert_t5x import synthetic
+from rembert_t5x import synthetic_baselines
 from rembert_t5x import text_sources
 from rembert_t5x import xtreme_readers
 
@@ -298,8 +299,8 @@ def test_word_order_and_agreement_follow_the_language():
 
 
 def test_chance_levels(workdir):
-  levels = synthetic.chance_levels(workdir)
-  assert set(levels) == set(synthetic.CHANCE_METRICS)
+  levels = synthetic_baselines.chance_levels(workdir)
+  assert set(levels) == set(synthetic_baselines.CHANCE_METRICS)
   for task in levels:
     assert set(levels[task]) == set(ALL_CODES)
   assert all(v == 50.0 for v in levels["pair"].values())
@@ -311,5 +312,5 @@ def test_chance_levels(workdir):
     else:
       assert 0.0 < levels["tag"][code] < 60.0
       assert 0.0 < levels["qa"][code] < 40.0
-  test_levels = synthetic.chance_levels(workdir, split="test")
+  test_levels = synthetic_baselines.chance_levels(workdir, split="test")
   assert set(test_levels["qa"]) == set(ALL_CODES)
