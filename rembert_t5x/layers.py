@@ -33,6 +33,37 @@ def gelu(x: Array) -> Array:
   return jax.nn.gelu(x, approximate=False)
 
 
+def _vocab_matmul_fwd(x, kernel, bias):
+  return _vocab_matmul(x, kernel, bias), (x, kernel)
+
+
+def _vocab_matmul_bwd(residuals, g):
+  x, kernel = residuals
+  # g: [n, vocab]. The input gradient is the usual g @ kernel^T.
+  dx = g @ kernel.T
+  # kernel gradient x^T @ g with x^T materialised ([e, n], small): left to
+  # itself XLA:CPU folds the transpose into the product and runs the
+  # vocabulary-wide "transposed-A" form about 1.2x slower.
+  dkernel = jax.lax.optimization_barrier(x.T) @ g
+  # bias gradient: column sums of g as a mat-vec; XLA:CPU's reduction over
+  # the leading axis of a [n, 120000] array is ~50x slower than this product.
+  dbias = jnp.ones((g.shape[0],), g.dtype) @ g
+  return dx, dkernel.astype(kernel.dtype), dbias
+
+
+@jax.custom_vjp
+def _vocab_matmul(x: Array, kernel: Array, bias: Array) -> Array:
+  """`[n, e] x [e, v] + [v]` with gradients in CPU-friendly forms.
+
+  Values and gradients are those of `x @ kernel + bias` (same products, only
+  the layout of the backward products differs); see benchmarks/RESULTS.md.
+  """
+  return x @ kernel + bias
+
+
+_vocab_matmul.defvjp(_vocab_matmul_fwd, _vocab_matmul_bwd)
+
+
 class DenseGeneral(nn.Module):
   """A dense layer over the last `len(in_axes)` input dims, with a bias.
 
@@ -42,6 +73,9 @@ class DenseGeneral(nn.Module):
     num_contract: how many trailing input dims are contracted.
     dtype: computation dtype.
     param_dtype: parameter dtype.
+    wide_output: the output is far wider than the input (the MLM decoder,
+      E_out -> vocab): use `_vocab_matmul`, whose backward pass avoids two
+      slow XLA:CPU forms. Same parameters, values and gradients.
   """
 
   features: Union[int, Sequence[int]]
@@ -50,6 +84,7 @@ class DenseGeneral(nn.Module):
   dtype: DType = jnp.float32
   param_dtype: DType = jnp.float32
   kernel_init: Initializer = default_kernel_init
+  wide_output: bool = False
 
   @nn.compact
   def __call__(self, x: Array) -> Array:
@@ -78,6 +113,11 @@ class DenseGeneral(nn.Module):
     )
     x = jnp.asarray(x, self.dtype)
     kernel = jnp.asarray(kernel, self.dtype)
+    if self.wide_output and self.num_contract == 1 and len(features) == 1:
+      # [..., e] -> [n, e] -> [n, v] -> [..., v]
+      y = _vocab_matmul(x.reshape(-1, x.shape[-1]), kernel,
+                        jnp.asarray(bias, self.dtype))
+      return y.reshape(x.shape[:-1] + features)
     contract = tuple(range(x.ndim - self.num_contract, x.ndim))
     # [..., *in_shape] x [*in_shape, *features] -> [..., *features]
     y = jax.lax.dot_general(

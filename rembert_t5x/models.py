@@ -28,7 +28,6 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from rembert_t5x import feature_converters
 from rembert_t5x import network
@@ -48,9 +47,16 @@ def _weighted_mean_metric(values: Array, weights: Array) -> clu_metrics.Average:
 
 
 def _cross_entropy(logits: Array, labels: Array) -> Array:
-  """Per-position softmax cross entropy in float32."""
+  """Per-position softmax cross entropy in float32: logsumexp - target logit.
+
+  The target logit is picked with a comparison against the class index
+  rather than a gather, so its gradient is element-wise (fused with the
+  softmax) instead of a scatter into a `[..., vocab]` array.
+  """
   logits = logits.astype(jnp.float32)
-  return optax.softmax_cross_entropy_with_integer_labels(logits, labels)
+  hit = jnp.arange(logits.shape[-1]) == labels[..., None]
+  target = jnp.sum(jnp.where(hit, logits, 0.0), axis=-1)
+  return jax.nn.logsumexp(logits, axis=-1) - target
 
 
 class RemBertBaseModel:

@@ -132,10 +132,11 @@ class RemBertConfig:
     return self.num_layers + self.num_pretraining_only_layers
 
 
-def _dense(config: RemBertConfig, features, kernel_axes, name=None):
+def _dense(config: RemBertConfig, features, kernel_axes, name=None,
+           wide_output=False):
   return layers.DenseGeneral(
       features, kernel_axes=kernel_axes, dtype=config.compute_dtype,
-      param_dtype=config.weight_dtype, name=name)
+      param_dtype=config.weight_dtype, name=name, wide_output=wide_output)
 
 
 def _layer_norm(config: RemBertConfig, axis_name: str, name=None):
@@ -305,7 +306,7 @@ class MlmHead(nn.Module):
     else:
       # [..., output_embed_dim] -> [..., vocab_size]
       logits = _dense(cfg, cfg.vocab_size, (axes.OUTPUT_EMBED, axes.VOCAB),
-                      "decoder")(x)
+                      "decoder", wide_output=True)(x)
     return logits
 
 

@@ -50,6 +50,30 @@ def _decay_mask(params: PyTree) -> PyTree:
   return flax.traverse_util.unflatten_dict(mask)
 
 
+def clip_by_global_norm(max_norm: float) -> optax.GradientTransformation:
+  """Global-norm clipping as one scalar factor: g * min(1, max_norm / |g|).
+
+  The same clipping as `optax.clip_by_global_norm` (and its state,
+  `optax.EmptyState`), written as a multiplication by a scalar so that XLA
+  fuses it into the Adam moment updates instead of materialising a clipped
+  copy of every gradient first: the update is ~1.7x faster on CPU at 193M
+  parameters (benchmarks/RESULTS.md, v3).
+  """
+
+  def init_fn(params):
+    del params
+    return optax.EmptyState()
+
+  def update_fn(updates, state, params=None):
+    del params
+    norm = optax.tree.norm(updates)
+    factor = jnp.where(norm < max_norm, 1.0, max_norm / norm)
+    return jax.tree_util.tree_map(
+        lambda g: g * factor.astype(g.dtype), updates), state
+
+  return optax.GradientTransformation(init_fn, update_fn)
+
+
 def make_optimizer(
     learning_rate: float,
     total_steps: int,
@@ -64,7 +88,7 @@ def make_optimizer(
   schedule = learning_rate_schedule(learning_rate, warmup_steps, total_steps)
   parts = []
   if clip_norm:
-    parts.append(optax.clip_by_global_norm(clip_norm))
+    parts.append(clip_by_global_norm(clip_norm))
   parts.append(optax.adamw(schedule, b1=b1, b2=b2, eps=eps,
                            weight_decay=weight_decay, mask=_decay_mask))
   return optax.chain(*parts), schedule

@@ -101,6 +101,20 @@ def test_mlm_gather_overflow_is_counted():
   assert float(metrics["mlm/dropped_predictions"].compute()) == batch["weights"].sum() - np.minimum(batch["weights"].sum(-1), 1).sum()
 
 
+def test_cross_entropy_matches_optax_values_and_gradients():
+  import optax  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  logits = jnp.asarray(rng.standard_normal((3, 4, 11)) * 5, jnp.float32)
+  labels = jnp.asarray(rng.integers(0, 11, (3, 4)), jnp.int32)
+  weights = jnp.asarray(rng.random((3, 4)), jnp.float32)
+  ours = lambda z: jnp.sum(models._cross_entropy(z, labels) * weights)  # pylint: disable=protected-access
+  ref = lambda z: jnp.sum(
+      optax.softmax_cross_entropy_with_integer_labels(z, labels) * weights)
+  np.testing.assert_allclose(ours(logits), ref(logits), rtol=1e-6)
+  np.testing.assert_allclose(jax.grad(ours)(logits), jax.grad(ref)(logits),
+                             rtol=1e-5, atol=1e-7)
+
+
 def test_pair_classification_model():
   model = models.RemBertPairClassificationModel(
       network.RemBertForSequenceClassification(CFG, num_classes=3))
