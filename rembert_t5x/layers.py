@@ -29,8 +29,14 @@ default_kernel_init = nn.initializers.truncated_normal(stddev=0.02)
 
 
 def gelu(x: Array) -> Array:
-  """Exact GELU, x * Phi(x), as BERT and HF's "gelu" (not the tanh form)."""
-  return jax.nn.gelu(x, approximate=False)
+  """Exact GELU, x * Phi(x), as BERT and HF's "gelu" (not the tanh form).
+
+  Written as 0.5 x (1 + erf(x / sqrt 2)), HF's formula: on CPU it is about
+  twice as fast as `jax.nn.gelu(approximate=False)`, which goes through
+  erfc, and agrees with it to ~1e-6.
+  """
+  return 0.5 * x * (1.0 + jax.lax.erf(x * jnp.asarray(0.7071067811865476,
+                                                       x.dtype)))
 
 
 def _vocab_matmul_fwd(x, kernel, bias):

@@ -54,9 +54,13 @@ def _cross_entropy(logits: Array, labels: Array) -> Array:
   softmax) instead of a scatter into a `[..., vocab]` array.
   """
   logits = logits.astype(jnp.float32)
+  return jax.nn.logsumexp(logits, axis=-1) - _target_logit(logits, labels)
+
+
+def _target_logit(logits: Array, labels: Array) -> Array:
+  """`logits[..., labels]` as a masked sum (element-wise gradient)."""
   hit = jnp.arange(logits.shape[-1]) == labels[..., None]
-  target = jnp.sum(jnp.where(hit, logits, 0.0), axis=-1)
-  return jax.nn.logsumexp(logits, axis=-1) - target
+  return jnp.sum(jnp.where(hit, logits.astype(jnp.float32), 0.0), axis=-1)
 
 
 class RemBertBaseModel:
@@ -161,7 +165,11 @@ class RemBertMLMModel(RemBertBaseModel):
     ce = _cross_entropy(logits, targets)
     weight_sum = jnp.maximum(jnp.sum(weights), 1e-8)
     loss = jnp.sum(ce * weights) / weight_sum
-    correct = (jnp.argmax(logits, -1) == targets).astype(jnp.float32)
+    # Correct where the target logit is the largest: the same as argmax ==
+    # target up to exact ties, and it reuses the max and target logit the
+    # loss already computed instead of another pass over [.., vocab].
+    correct = (_target_logit(logits, targets)
+               >= jnp.max(logits.astype(jnp.float32), -1)).astype(jnp.float32)
     metrics = {
         "loss": clu_metrics.Average(total=loss, count=jnp.float32(1.0)),
         "mlm/loss_per_prediction": _weighted_mean_metric(ce, weights),

@@ -75,6 +75,22 @@ def test_mlm_model():
   assert scores.shape == (B,) and np.all(np.asarray(scores) <= 0)
 
 
+def test_mlm_accuracy_is_argmax_accuracy():
+  model = models.RemBertMLMModel(network.RemBertForMaskedLM(CFG))
+  params = _init(model)
+  batch = _mlm_batch()
+  # Make the model right at some positions: targets = its own predictions
+  # in the first row, random elsewhere.
+  preds = np.asarray(model.predict_batch(params, batch))
+  batch["targets"][0] = preds[0]
+  _, metrics = model.loss_fn(params, batch)
+  w = batch["weights"]
+  want = float(((preds == batch["targets"]) * w).sum() / w.sum())
+  assert want > 0
+  np.testing.assert_allclose(
+      float(metrics["mlm/accuracy"].compute()), want, rtol=1e-6)
+
+
 def test_mlm_gathered_head_gives_the_same_loss_and_gradients():
   full = models.RemBertMLMModel(network.RemBertForMaskedLM(CFG))
   gathered = models.RemBertMLMModel(network.RemBertForMaskedLM(CFG),
