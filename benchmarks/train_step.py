@@ -69,7 +69,7 @@ def hf_step_fn(cfg, batch: dict, seed: int = 0):
 
 
 def run(config: str = common.DEFAULT_CONFIG, batch: int = 8, seq_len: int = 128,
-        steps: int = 5, warmup: int = 2, hf_steps: int = 5, hf_warmup: int = 3,
+        steps: int = 6, warmup: int = 3, hf_steps: int = 6, hf_warmup: int = 3,
         peak_n: int = 4096, also_no_gather: bool = False,
         skip_hf: bool = False) -> dict:
   """Runs the comparison; returns the result dict (the JSON line)."""
@@ -165,9 +165,9 @@ def main(argv=None):
   p.add_argument("--config", default=common.DEFAULT_CONFIG)
   p.add_argument("--batch", type=int, default=8)
   p.add_argument("--seq_len", type=int, default=128)
-  p.add_argument("--steps", type=int, default=5, help="timed steps, ours")
-  p.add_argument("--warmup", type=int, default=2, help="after compilation")
-  p.add_argument("--hf_steps", type=int, default=5)
+  p.add_argument("--steps", type=int, default=6, help="timed steps, ours")
+  p.add_argument("--warmup", type=int, default=3, help="after compilation")
+  p.add_argument("--hf_steps", type=int, default=6)
   p.add_argument("--hf_warmup", type=int, default=3)
   p.add_argument("--peak_n", type=int, default=4096)
   p.add_argument("--also_no_gather", action="store_true",
@@ -177,10 +177,9 @@ def main(argv=None):
   a = p.parse_args(argv)
   r = run(a.config, a.batch, a.seq_len, a.steps, a.warmup, a.hf_steps,
           a.hf_warmup, a.peak_n, a.also_no_gather, a.skip_hf)
+  print_table(r)
   if a.json:
     print(json.dumps(r))
-  else:
-    print_table(r)
 
 
 if __name__ == "__main__":

@@ -459,6 +459,28 @@ def train(
   bar = tqdm.tqdm(total=train_steps, initial=start, unit="step",
                   disable=not progress_bar, dynamic_ncols=True)
   dropout_rng = jax.random.fold_in(rng, 1)
+
+  def check_finite(done, metrics):
+    """Stops (or warns, with skip) on a non-finite step; syncs with it."""
+    if bool(metrics["finite"]):
+      return
+    if nonfinite == "stop":
+      # The new state is never saved: the last checkpoint stays the
+      # newest, and a restart resumes from it.
+      good = _complete_steps(out_dir / "checkpoints")
+      raise cli.UserError(
+          f"non-finite loss or gradient at step {done} (loss="
+          f"{float(metrics['loss'])}, grad_norm="
+          f"{float(metrics['grad_norm'])}); stopped, the last good "
+          f"checkpoint is "
+          + (f"{good[-1][1]}" if good else "none (no step saved yet)")
+          + " (train.nonfinite='skip' skips such updates)")
+    logging.warning("step %d: non-finite loss/gradient, update skipped", done)
+
+  # The finite flag of a step is read on the host only after the next step
+  # has been dispatched (or before anything is logged or saved), so the
+  # host never waits for the device between steps.
+  unchecked = None
   try:
     for step in range(start, train_steps):
       tick = time.perf_counter()
@@ -469,19 +491,13 @@ def train(
       if crash_kind == "step" and done == crash_step:
         jax.block_until_ready(state)
         _kill_self()
-      if not bool(metrics["finite"]):
-        if nonfinite == "stop":
-          # The new state is never saved: the last checkpoint stays the
-          # newest, and a restart resumes from it.
-          good = _complete_steps(out_dir / "checkpoints")
-          raise cli.UserError(
-              f"non-finite loss or gradient at step {done} (loss="
-              f"{float(metrics['loss'])}, grad_norm="
-              f"{float(metrics['grad_norm'])}); stopped, the last good "
-              f"checkpoint is "
-              + (f"{good[-1][1]}" if good else "none (no step saved yet)")
-              + " (train.nonfinite='skip' skips such updates)")
-        logging.warning("step %d: non-finite loss/gradient, update skipped", done)
+      if unchecked is not None:
+        check_finite(*unchecked)
+      unchecked = (done, metrics)
+      if (done % log_period == 0 or done % checkpoint_period == 0
+          or done == train_steps):
+        check_finite(*unchecked)
+        unchecked = None
       tokens = float(np.sum(batch["segment_ids"] > 0))
       meter.add(tokens, time.perf_counter() - tick)
       if done % log_period == 0 or done == train_steps:
