@@ -5,8 +5,10 @@ only runs them on a tiny config to check their output.
 """
 
 import math
+import os
 import pathlib
 import statistics
+import sys
 import time
 from typing import Callable, Optional
 
@@ -26,6 +28,37 @@ SELECT_RATE = 0.15  # preprocessors.mask_tokens' default
 # Packed rows hold several segments, each rounding its own 15% (and taking at
 # least one): a few more than ceil(0.15 * T) can be selected in one row.
 PREDICTION_MARGIN = 2
+
+
+# glibc's malloc asked to back its large blocks with transparent huge pages.
+# XLA:CPU (and PyTorch) allocate a step's temporaries afresh every step;
+# with 4 KiB pages our step alone took ~440,000 page faults (1-4 s of kernel
+# time on 2 cores) per step here. See RESULTS.md, v5.
+HUGEPAGE_MALLOC = "glibc.malloc.hugetlb=1"
+PLAIN_MALLOC_FLAG = "--plain_malloc"
+
+
+def reexec_with_hugepage_malloc() -> None:
+  """Re-runs this script with `GLIBC_TUNABLES` += glibc.malloc.hugetlb=1.
+
+  Called from a benchmark's `__main__` block only (never under pytest): glibc
+  reads its tunables once, at process start, so the script starts itself
+  again with the setting, unless `--plain_malloc` is given, glibc already has
+  a hugetlb setting, or this is not Linux. Both sides of every comparison
+  run in the one re-started process, so both get it.
+  """
+  current = os.environ.get("GLIBC_TUNABLES", "")
+  if (sys.platform != "linux" or PLAIN_MALLOC_FLAG in sys.argv
+      or "glibc.malloc.hugetlb" in current):
+    return
+  env = dict(os.environ,
+             GLIBC_TUNABLES=":".join(t for t in (current, HUGEPAGE_MALLOC) if t))
+  os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+
+def malloc_setting() -> str:
+  """What the result JSON records about glibc's tunables."""
+  return os.environ.get("GLIBC_TUNABLES", "") or "(default)"
 
 
 def load_config(path: str) -> network.RemBertConfig:

@@ -126,11 +126,14 @@ def run(config: str = common.DEFAULT_CONFIG, batch: int = 8, seq_len: int = 128,
       "spm_train_s": spm_s, "first_batches_s": first_s,
       "pipeline_batches_timed": rounds * pipeline_batches,
       "model_steps_timed": len(model_times),
+      "glibc_tunables": common.malloc_setting(),
   }
 
 
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument(common.PLAIN_MALLOC_FLAG, action="store_true",
+                 help="keep glibc's default malloc (no huge pages)")
   p.add_argument("--config", default=common.DEFAULT_CONFIG)
   p.add_argument("--batch", type=int, default=8)
   p.add_argument("--seq_len", type=int, default=128)
@@ -160,4 +163,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+  common.reexec_with_hugepage_malloc()
   main()

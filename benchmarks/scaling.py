@@ -125,6 +125,7 @@ def run(config: str = common.DEFAULT_CONFIG, seq_lens=(128, 256, 512),
       "steps": steps, "warmup": warmup, "peak_matmul_n": peak_n,
       "wall_s": time.time() - started,
       "jax_devices": [str(d) for d in __import__("jax").devices()],
+      "glibc_tunables": common.malloc_setting(),
       "points": points,
   }
 
@@ -203,6 +204,8 @@ def plot(r: dict, out: str) -> None:
 
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument(common.PLAIN_MALLOC_FLAG, action="store_true",
+                 help="keep glibc's default malloc (no huge pages)")
   p.add_argument("--config", default=common.DEFAULT_CONFIG)
   p.add_argument("--seq_lens", type=_ints, default=[128, 256, 512])
   p.add_argument("--batches", type=_ints, default=[8, 4, 2],
@@ -232,4 +235,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+  common.reexec_with_hugepage_malloc()
   main()

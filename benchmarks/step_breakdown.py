@@ -51,6 +51,7 @@ def run(config=common.DEFAULT_CONFIG, batch=8, seq_len=128, steps=4,
       "full_step_s": med["full_step"],
       "forward_gflop_per_s": flops / med["forward"] / 1e9,
       "forward_backward_gflop_per_s": 3 * flops / med["forward_backward"] / 1e9,
+      "glibc_tunables": common.malloc_setting(),
       "num_params": sum(x.size for x in jax.tree_util.tree_leaves(params)),
       "times_s": {n: [round(x, 3) for x in t] for n, t in times.items()},
   }
@@ -58,6 +59,8 @@ def run(config=common.DEFAULT_CONFIG, batch=8, seq_len=128, steps=4,
 
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument(common.PLAIN_MALLOC_FLAG, action="store_true",
+                 help="keep glibc's default malloc (no huge pages)")
   p.add_argument("--config", default=common.DEFAULT_CONFIG)
   p.add_argument("--batch", type=int, default=8)
   p.add_argument("--seq_len", type=int, default=128)
@@ -69,4 +72,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+  common.reexec_with_hugepage_malloc()
   main()

@@ -117,6 +117,7 @@ def run(config: str = common.DEFAULT_CONFIG, batch: int = 8, seq_len: int = 128,
       "steps": {name: len(t) for name, t in times.items()},
       "peak_matmul_n": peak_n,
       "jax_devices": [str(d) for d in __import__("jax").devices()],
+      "glibc_tunables": common.malloc_setting(),
   }
   if not skip_hf:
     hf_s = common.median(times["hf"])
@@ -138,6 +139,7 @@ def run(config: str = common.DEFAULT_CONFIG, batch: int = 8, seq_len: int = 128,
 
 
 def print_table(r: dict) -> None:
+  print(f"GLIBC_TUNABLES: {r['glibc_tunables']}")
   print(f"config {r['config']}  batch {r['batch']}  seq_len {r['seq_len']}  "
         f"(MLM head at {r['max_predictions_per_seq']} positions/row; "
         f"{r['selected_per_row']} selected)")
@@ -162,6 +164,8 @@ def print_table(r: dict) -> None:
 
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  p.add_argument(common.PLAIN_MALLOC_FLAG, action="store_true",
+                 help="keep glibc's default malloc (no huge pages)")
   p.add_argument("--config", default=common.DEFAULT_CONFIG)
   p.add_argument("--batch", type=int, default=8)
   p.add_argument("--seq_len", type=int, default=128)
@@ -183,4 +187,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+  common.reexec_with_hugepage_malloc()
   main()
