@@ -31,24 +31,26 @@ PREDICTION_MARGIN = 2
 
 
 # glibc's malloc asked to back its large blocks with transparent huge pages.
-# XLA:CPU (and PyTorch) allocate a step's temporaries afresh every step;
-# with 4 KiB pages our step alone took ~440,000 page faults (1-4 s of kernel
-# time on 2 cores) per step here. See RESULTS.md, v5.
+# XLA:CPU allocates a step's temporaries afresh every step; with 4 KiB pages
+# our step took ~440,000 page faults per step here, and with this setting
+# it runs ~8% faster. PyTorch's step, in the same process, got slower and
+# erratic with it, so it is opt-in (`--hugepage_malloc`) and never the
+# default of a comparison. See RESULTS.md, v5 and v6.
 HUGEPAGE_MALLOC = "glibc.malloc.hugetlb=1"
-PLAIN_MALLOC_FLAG = "--plain_malloc"
+HUGEPAGE_MALLOC_FLAG = "--hugepage_malloc"
 
 
 def reexec_with_hugepage_malloc() -> None:
-  """Re-runs this script with `GLIBC_TUNABLES` += glibc.malloc.hugetlb=1.
+  """With `--hugepage_malloc`: re-runs this script with that glibc tunable.
 
   Called from a benchmark's `__main__` block only (never under pytest): glibc
   reads its tunables once, at process start, so the script starts itself
-  again with the setting, unless `--plain_malloc` is given, glibc already has
-  a hugetlb setting, or this is not Linux. Both sides of every comparison
-  run in the one re-started process, so both get it.
+  again with `GLIBC_TUNABLES` += glibc.malloc.hugetlb=1 (Linux only; a no-op
+  when glibc already has a hugetlb setting). Everything the run measures
+  then runs under it.
   """
   current = os.environ.get("GLIBC_TUNABLES", "")
-  if (sys.platform != "linux" or PLAIN_MALLOC_FLAG in sys.argv
+  if (sys.platform != "linux" or HUGEPAGE_MALLOC_FLAG not in sys.argv
       or "glibc.malloc.hugetlb" in current):
     return
   env = dict(os.environ,
@@ -189,19 +191,30 @@ def xla_matmul(n: int = 4096) -> Callable[[], None]:
 
 
 def time_interleaved(fns: dict[str, Callable[[], None]], warmup: dict[str, int],
-                     steps: dict[str, int]) -> dict[str, list[float]]:
-  """Warms each up, then times them in turn, round robin, in one process.
+                     steps: dict[str, int], block: int = 1,
+                     rewarm: int = 0) -> dict[str, list[float]]:
+  """Warms each up, then times them in turns, in one process.
 
-  Interleaving spreads the noise of a shared machine over every contender
-  instead of letting it land on whichever ran during a busy spell.
+  Turns spread the noise of a shared machine over every contender instead
+  of letting it land on whichever ran during a busy spell. A turn runs
+  `rewarm` untimed calls and then up to `block` timed ones: with PyTorch and
+  XLA in one process, a step run right after the other framework's step
+  pays for memory the other one just freed and this one must fault in and
+  zero again (measured: ~3 s of kernel time per step of ours, RESULTS.md
+  v6), which a training run, one framework per process, never sees.
   """
   for name, fn in fns.items():
     for _ in range(warmup[name]):
       fn()
   times = {name: [] for name in fns}
-  for i in range(max(steps.values())):
+  while any(len(times[n]) < steps[n] for n in fns):
     for name, fn in fns.items():
-      if i < steps[name]:
+      todo = min(block, steps[name] - len(times[name]))
+      if todo <= 0:
+        continue
+      for _ in range(rewarm):
+        fn()
+      for _ in range(todo):
         tick = time.perf_counter()
         fn()
         times[name].append(time.perf_counter() - tick)

@@ -132,8 +132,9 @@ def run(config: str = common.DEFAULT_CONFIG, batch: int = 8, seq_len: int = 128,
 
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument(common.PLAIN_MALLOC_FLAG, action="store_true",
-                 help="keep glibc's default malloc (no huge pages)")
+  p.add_argument(common.HUGEPAGE_MALLOC_FLAG, action="store_true",
+                 help="run under GLIBC_TUNABLES=glibc.malloc.hugetlb=1 "
+                      "(re-starts the script; Linux)")
   p.add_argument("--config", default=common.DEFAULT_CONFIG)
   p.add_argument("--batch", type=int, default=8)
   p.add_argument("--seq_len", type=int, default=128)

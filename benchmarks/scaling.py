@@ -204,8 +204,9 @@ def plot(r: dict, out: str) -> None:
 
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument(common.PLAIN_MALLOC_FLAG, action="store_true",
-                 help="keep glibc's default malloc (no huge pages)")
+  p.add_argument(common.HUGEPAGE_MALLOC_FLAG, action="store_true",
+                 help="run under GLIBC_TUNABLES=glibc.malloc.hugetlb=1 "
+                      "(re-starts the script; Linux)")
   p.add_argument("--config", default=common.DEFAULT_CONFIG)
   p.add_argument("--seq_lens", type=_ints, default=[128, 256, 512])
   p.add_argument("--batches", type=_ints, default=[8, 4, 2],

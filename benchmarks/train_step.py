@@ -5,9 +5,10 @@ r"""Training-step throughput: ours (JAX) against Hugging Face (PyTorch CPU).
       --batch=8 --seq_len=128 --steps=5 --hf_steps=5 --also_no_gather
 
 Both sides run the full training step (forward, backward, optimizer update)
-on the same config, batch and sequence length, in one process, timed round
-robin after warm-up (the XLA matmul peak too, so every number sees the
-same load); medians are reported. Ours: the jitted step from
+on the same config, batch and sequence length, in one process, after
+warm-up, taking turns (the XLA matmul peak too, so every number sees the
+same load): each turn is one untimed step and then `--block` timed ones;
+medians are reported. Ours: the jitted step from
 `train_lib` (AdamW + warm-up/decay + clipping, donated state) with the MLM
 head gathered at `ceil(0.15 T) + 2` positions per row. Hugging Face:
 `transformers.RemBertForMaskedLM` with `torch.optim.AdamW`, labels only at the
@@ -71,7 +72,7 @@ def hf_step_fn(cfg, batch: dict, seed: int = 0):
 def run(config: str = common.DEFAULT_CONFIG, batch: int = 8, seq_len: int = 128,
         steps: int = 6, warmup: int = 3, hf_steps: int = 6, hf_warmup: int = 3,
         peak_n: int = 4096, also_no_gather: bool = False,
-        skip_hf: bool = False) -> dict:
+        skip_hf: bool = False, block: int = 3) -> dict:
   """Runs the comparison; returns the result dict (the JSON line)."""
   cfg = common.load_config(config)
   data = common.synthetic_mlm_batch(batch, seq_len, cfg.vocab_size)
@@ -95,7 +96,7 @@ def run(config: str = common.DEFAULT_CONFIG, batch: int = 8, seq_len: int = 128,
     fns["hf"], threads, _ = hf_step_fn(cfg, data)
     warm["hf"], reps["hf"] = hf_warmup, hf_steps
 
-  times = common.time_interleaved(fns, warm, reps)
+  times = common.time_interleaved(fns, warm, reps, block=block, rewarm=1)
   metrics = ours.last_metrics()
   if metrics["mlm/dropped_predictions"] != 0:
     raise RuntimeError(f"max_predictions_per_seq={k} dropped predictions")
@@ -118,6 +119,7 @@ def run(config: str = common.DEFAULT_CONFIG, batch: int = 8, seq_len: int = 128,
       "peak_matmul_n": peak_n,
       "jax_devices": [str(d) for d in __import__("jax").devices()],
       "glibc_tunables": common.malloc_setting(),
+      "timed_steps_per_turn": block,
   }
   if not skip_hf:
     hf_s = common.median(times["hf"])
@@ -164,8 +166,9 @@ def print_table(r: dict) -> None:
 
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument(common.PLAIN_MALLOC_FLAG, action="store_true",
-                 help="keep glibc's default malloc (no huge pages)")
+  p.add_argument(common.HUGEPAGE_MALLOC_FLAG, action="store_true",
+                 help="run under GLIBC_TUNABLES=glibc.malloc.hugetlb=1 "
+                      "(re-starts the script; Linux)")
   p.add_argument("--config", default=common.DEFAULT_CONFIG)
   p.add_argument("--batch", type=int, default=8)
   p.add_argument("--seq_len", type=int, default=128)
@@ -174,13 +177,16 @@ def main(argv=None):
   p.add_argument("--hf_steps", type=int, default=6)
   p.add_argument("--hf_warmup", type=int, default=3)
   p.add_argument("--peak_n", type=int, default=4096)
+  p.add_argument("--block", type=int, default=3,
+                 help="timed steps per turn (each turn starts with one "
+                      "untimed step)")
   p.add_argument("--also_no_gather", action="store_true",
                  help="also time our step with the MLM head at every position")
   p.add_argument("--skip_hf", action="store_true")
   p.add_argument("--json", action="store_true", help="print one JSON line")
   a = p.parse_args(argv)
   r = run(a.config, a.batch, a.seq_len, a.steps, a.warmup, a.hf_steps,
-          a.hf_warmup, a.peak_n, a.also_no_gather, a.skip_hf)
+          a.hf_warmup, a.peak_n, a.also_no_gather, a.skip_hf, a.block)
   print_table(r)
   if a.json:
     print(json.dumps(r))

@@ -39,6 +39,22 @@ def test_synthetic_batch_selects_like_the_pipeline():
           == b["targets"][b["weights"] == 0]).all()
 
 
+def test_time_interleaved_turns():
+  calls = []
+  fns = {n: (lambda n=n: calls.append(n)) for n in ("a", "b")}
+  times = common.time_interleaved(fns, {"a": 1, "b": 0}, {"a": 4, "b": 2},
+                                  block=3, rewarm=1)
+  assert {n: len(t) for n, t in times.items()} == {"a": 4, "b": 2}
+  # warm-up a; turn a: 1 untimed + 3 timed; turn b: 1 + 2; turn a: 1 + 1.
+  assert "".join(calls) == "a" + "aaaa" + "bbb" + "aa"
+
+
+def test_hugepage_reexec_is_opt_in(monkeypatch):
+  monkeypatch.setattr(os, "execve", lambda *a: pytest.fail("re-executed"))
+  monkeypatch.setattr("sys.argv", ["train_step.py", "--json"])
+  common.reexec_with_hugepage_malloc()  # no flag: returns
+
+
 def test_flops_count_head_only_at_gathered_positions():
   cfg = common.load_config(TINY)
   full = common.forward_matmul_flops(cfg, 2, 16, 16)
