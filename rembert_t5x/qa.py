@@ -427,6 +427,8 @@ def parse_squad_json(data: Any, source: str,
         for key in ("id", "question"):
           if not isinstance(qa.get(key), str):
             fail(f"{where_q}.{key}", "expected a string.")
+          if not qa[key].strip():
+            fail(f"{where_q}.{key}", "is empty.")
         answers = qa.get("answers", [])
         if not isinstance(answers, list):
           fail(f"{where_q}.answers", "expected a list.")
@@ -448,6 +450,8 @@ def parse_squad_json(data: Any, source: str,
         else:
           entry["texts"].extend(texts)
           entry["starts"].extend(starts)
+  if not merged:
+    fail("data", "the file holds no questions.")
   examples = [
       QAExample(example_id, e["question"], e["context"], tuple(e["texts"]),
                 tuple(e["starts"])) for example_id, e in merged.items()

@@ -432,7 +432,11 @@ def _squad(mutate):
      "context, not at the answer text 'cat'"),
     (lambda p: p["qas"][0]["answers"][0].update(answer_start=400),
      "question 'q1': answers[0].answer_start=400 points at ''"),
-], ids=["missing_context", "answer_offset_mismatch", "answer_start_beyond_context"])
+    (lambda p: p["qas"][0].update(question="  "),
+     "data[0].paragraphs[0].qas[0].question: is empty"),
+    (lambda p: p.update(qas=[]), "data: the file holds no questions"),
+], ids=["missing_context", "answer_offset_mismatch", "answer_start_beyond_context",
+        "empty_question", "no_questions"])
 def test_squad_json(tmp_path, mutate, message):
   path = _file(tmp_path, "squad.json", json.dumps(_squad(mutate)))
   with pytest.raises(ValueError) as e:
