@@ -4,6 +4,7 @@ Benchmarks are scripts, not tests: they time things. `tests/benchmarks_test.py`
 only runs them on a tiny config to check their output.
 """
 
+import argparse
 import math
 import os
 import pathlib
@@ -56,6 +57,17 @@ def reexec_with_hugepage_malloc() -> None:
   env = dict(os.environ,
              GLIBC_TUNABLES=":".join(t for t in (current, HUGEPAGE_MALLOC) if t))
   os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+
+def argument_parser(doc: str) -> argparse.ArgumentParser:
+  """A benchmark's parser: its docstring's first line, `--config`, and
+  `--hugepage_malloc` (acted on by `reexec_with_hugepage_malloc`)."""
+  p = argparse.ArgumentParser(description=doc.splitlines()[0])
+  p.add_argument(HUGEPAGE_MALLOC_FLAG, action="store_true",
+                 help="run under GLIBC_TUNABLES=glibc.malloc.hugetlb=1 "
+                      "(re-starts the script; Linux)")
+  p.add_argument("--config", default=DEFAULT_CONFIG)
+  return p
 
 
 def malloc_setting() -> str:

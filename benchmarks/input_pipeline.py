@@ -15,7 +15,6 @@ pipeline produced. The two are timed in alternating blocks in one process.
 import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import argparse
 import json
 import pathlib
 import sys
@@ -131,11 +130,7 @@ def run(config: str = common.DEFAULT_CONFIG, batch: int = 8, seq_len: int = 128,
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument(common.HUGEPAGE_MALLOC_FLAG, action="store_true",
-                 help="run under GLIBC_TUNABLES=glibc.malloc.hugetlb=1 "
-                      "(re-starts the script; Linux)")
-  p.add_argument("--config", default=common.DEFAULT_CONFIG)
+  p = common.argument_parser(__doc__)
   p.add_argument("--batch", type=int, default=8)
   p.add_argument("--seq_len", type=int, default=128)
   p.add_argument("--data_dir", default=str(DEFAULT_DATA))

@@ -27,7 +27,6 @@ layer, x3 for the step), the term that grows with T².
 import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import argparse
 import dataclasses
 import gc
 import json
@@ -203,11 +202,7 @@ def plot(r: dict, out: str) -> None:
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument(common.HUGEPAGE_MALLOC_FLAG, action="store_true",
-                 help="run under GLIBC_TUNABLES=glibc.malloc.hugetlb=1 "
-                      "(re-starts the script; Linux)")
-  p.add_argument("--config", default=common.DEFAULT_CONFIG)
+  p = common.argument_parser(__doc__)
   p.add_argument("--seq_lens", type=_ints, default=[128, 256, 512])
   p.add_argument("--batches", type=_ints, default=[8, 4, 2],
                  help="one per --seq_lens entry")

@@ -20,7 +20,6 @@ the step / median step time / peak).
 import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import argparse
 import json
 
 import pathlib
@@ -165,11 +164,7 @@ def print_table(r: dict) -> None:
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument(common.HUGEPAGE_MALLOC_FLAG, action="store_true",
-                 help="run under GLIBC_TUNABLES=glibc.malloc.hugetlb=1 "
-                      "(re-starts the script; Linux)")
-  p.add_argument("--config", default=common.DEFAULT_CONFIG)
+  p = common.argument_parser(__doc__)
   p.add_argument("--batch", type=int, default=8)
   p.add_argument("--seq_len", type=int, default=128)
   p.add_argument("--steps", type=int, default=6, help="timed steps, ours")

@@ -50,9 +50,23 @@ def test_time_interleaved_turns():
 
 
 def test_hugepage_reexec_is_opt_in(monkeypatch):
-  monkeypatch.setattr(os, "execve", lambda *a: pytest.fail("re-executed"))
+  calls = []
+  monkeypatch.setattr(os, "execve", lambda *a: calls.append(a))
+  monkeypatch.setattr("sys.platform", "linux")
+  monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=2")
   monkeypatch.setattr("sys.argv", ["train_step.py", "--json"])
   common.reexec_with_hugepage_malloc()  # no flag: returns
+  assert not calls
+  argv = ["train_step.py", "--json", common.HUGEPAGE_MALLOC_FLAG]
+  monkeypatch.setattr("sys.argv", argv)
+  common.reexec_with_hugepage_malloc()
+  (_, args, env), = calls
+  assert args[1:] == argv
+  assert env["GLIBC_TUNABLES"] == ("glibc.malloc.arena_max=2:"
+                                   + common.HUGEPAGE_MALLOC)
+  monkeypatch.setenv("GLIBC_TUNABLES", common.HUGEPAGE_MALLOC)
+  common.reexec_with_hugepage_malloc()  # already set: no second re-start
+  assert len(calls) == 1
 
 
 def test_flops_count_head_only_at_gathered_positions():

@@ -18,8 +18,6 @@ import textwrap
 import jax
 import numpy as np
 import pytest
-import seqio
-import tensorflow as tf
 
 from rembert_t5x import cli
 from rembert_t5x import configs
@@ -186,31 +184,8 @@ NUM_EXAMPLES = 48
 
 def _register_weight_task(name, weight_of):
   """In-memory MLM task; example i's first position has weight weight_of(i)."""
-
-  def dataset_fn(split, shuffle_files, seed=0):
-    del split, shuffle_files, seed
-    rng = np.random.default_rng(0)
-    tokens = rng.integers(5, 97, (NUM_EXAMPLES, 16)).astype(np.int32)
-    weights = (rng.random((NUM_EXAMPLES, 16)) < 0.15).astype(np.float32)
-    weights[:, 0] = [weight_of(i) for i in range(NUM_EXAMPLES)]
-    inputs = np.where(weights > 0, 4, tokens).astype(np.int32)
-    return tf.data.Dataset.from_tensor_slices({
-        "input_tokens": inputs, "token_types": np.zeros_like(inputs),
-        "targets": tokens, "weights": weights})
-
-  vocab = seqio.PassThroughVocabulary(97)
-  features = {
-      k: seqio.Feature(vocab, add_eos=False,
-                       dtype=tf.float32 if k == "weights" else tf.int32)
-      for k in ("input_tokens", "token_types", "targets", "weights")}
-  if name in seqio.TaskRegistry.names():
-    seqio.TaskRegistry.remove(name)
-  seqio.TaskRegistry.add(
-      name, source=seqio.FunctionDataSource(
-          dataset_fn, splits=["train"],
-          num_input_examples={"train": NUM_EXAMPLES}),
-      preprocessors=[], output_features=features)
-  return name
+  return test_utils.register_random_mlm_task(
+      name, num_examples=NUM_EXAMPLES, first_weight=weight_of)
 
 
 def _mlm_model():

@@ -53,10 +53,13 @@ def shared_data_dir(name: str) -> pathlib.Path:
 
 
 def register_random_mlm_task(name: str = "test_random_mlm", vocab_size: int = 97,
-                             length: int = 16, num_examples: int = 256):
+                             length: int = 16, num_examples: int = 256,
+                             first_weight=None):
   """Registers an in-memory MLM task of already-tokenised random examples.
 
   It needs no vocabulary or data files, so runner tests stay fast and hermetic.
+  With `first_weight`, example i's first position gets loss weight
+  `first_weight(i)` (e.g. inf, to poison one example).
   """
   import numpy as np  # pylint: disable=g-import-not-at-top
   import seqio  # pylint: disable=g-import-not-at-top
@@ -67,6 +70,8 @@ def register_random_mlm_task(name: str = "test_random_mlm", vocab_size: int = 97
     rng = np.random.default_rng(0)
     tokens = rng.integers(5, vocab_size, (num_examples, length)).astype(np.int32)
     weights = (rng.random((num_examples, length)) < 0.15).astype(np.float32)
+    if first_weight is not None:
+      weights[:, 0] = [first_weight(i) for i in range(num_examples)]
     inputs = np.where(weights > 0, 4, tokens).astype(np.int32)
     return tf.data.Dataset.from_tensor_slices({
         "input_tokens": inputs, "token_types": np.zeros_like(inputs),
