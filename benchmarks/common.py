@@ -99,14 +99,17 @@ def synthetic_mlm_batch(batch: int, seq_len: int, vocab_size: int,
 
   Exactly `num_selected(seq_len - 2)` non-special positions per row carry
   weight 1 (80% [MASK], 10% random, 10% kept), as `preprocessors.mask_tokens`
-  selects them.
+  selects them. There is no vocabulary file: the special ids are those of
+  our trained vocabularies (`vocabulary.TRAINED_LAYOUT`, 0-4).
   """
   rng = np.random.default_rng(seed)
+  special = vocab_lib.TRAINED_LAYOUT
+  first_ordinary = max(special.as_tuple()) + 1
   n = seq_len - 2
-  targets = rng.integers(vocab_lib.NUM_SPECIAL_IDS, vocab_size,
+  targets = rng.integers(first_ordinary, vocab_size,
                          size=(batch, seq_len), dtype=np.int32)
-  targets[:, 0] = vocab_lib.CLS_ID
-  targets[:, -1] = vocab_lib.SEP_ID
+  targets[:, 0] = special.cls
+  targets[:, -1] = special.sep
   weights = np.zeros((batch, seq_len), np.float32)
   inputs = targets.copy()
   k = num_selected(n)
@@ -114,9 +117,9 @@ def synthetic_mlm_batch(batch: int, seq_len: int, vocab_size: int,
     picked = 1 + rng.choice(n, size=k, replace=False)
     weights[row, picked] = 1.0
     action = rng.random(k)
-    inputs[row, picked[action < 0.8]] = vocab_lib.MASK_ID
+    inputs[row, picked[action < 0.8]] = special.mask
     rand = picked[(action >= 0.8) & (action < 0.9)]
-    inputs[row, rand] = rng.integers(vocab_lib.NUM_SPECIAL_IDS, vocab_size,
+    inputs[row, rand] = rng.integers(first_ordinary, vocab_size,
                                      size=rand.size)
   return {
       "input_tokens": inputs,

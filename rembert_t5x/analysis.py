@@ -197,6 +197,8 @@ def probe(workdir: str, config: network.RemBertConfig, pretrained: str,
   """Per-layer linear-probe accuracy, per language (trained on one language)."""
   del workdir
   from rembert_t5x import train  # pylint: disable=g-import-not-at-top
+  from rembert_t5x import vocabulary  # pylint: disable=g-import-not-at-top
+  vocabulary.use_checkpoint_vocabulary(pretrained)  # before the tasks' data
   params = train.load_params(pretrained)
   train_batch = _examples(task, task.train_task, "train", train_examples,
                           config)

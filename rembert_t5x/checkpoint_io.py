@@ -11,6 +11,14 @@ Formats:
     holding `{"step", "params"}` (`train.load_params` reads them;
     `train.train(init_checkpoint=MODEL_DIR)` fine-tunes from them).
 
+The vocabulary travels with the weights: `hf-to-t5x` copies the HF
+directory's `sentencepiece.model` (or `--vocab`), `tf-to-t5x` takes `--vocab`
+(or a `sentencepiece.model` beside the TF checkpoint), into the output
+MODEL_DIR, after checking its special pieces and that every id has an
+embedding row; runs started from that MODEL_DIR use it
+(`vocabulary.use_checkpoint_vocabulary`). `t5x-to-hf` copies it back and
+writes the special ids into `config.json`.
+
 Every conversion first checks all names and shapes (reading no tensor), then
 moves tensors one by one: safetensors and TF checkpoints are read lazily, and
 HF output is written by a streaming safetensors writer. The output directory
@@ -37,6 +45,7 @@ import numpy as np
 from rembert_t5x import checkpoint_conversion as cc
 from rembert_t5x import cli
 from rembert_t5x import network
+from rembert_t5x import vocabulary
 
 UserError = cli.UserError
 
@@ -450,6 +459,7 @@ class Summary:
   vocab_rows_changed: int = 0
   skipped: dict[str, int] = dataclasses.field(default_factory=dict)
   peak_rss_mb: float = 0.0
+  vocabulary: Optional[str] = None  # the sentencepiece.model written
 
   def to_json(self) -> str:
     return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -502,6 +512,25 @@ def _reconcile(found: network.RemBertConfig, gin_file: Optional[str],
   return target, None
 
 
+def copy_vocabulary(vocab_file: Optional[pathlib.Path],
+                     out: pathlib.Path) -> None:
+  if vocab_file is not None:
+    shutil.copyfile(vocab_file, out / vocabulary.VOCABULARY_FILENAME)
+
+
+def written_vocabulary(vocab_file: Optional[pathlib.Path],
+             output_dir: str) -> Optional[str]:
+  if vocab_file is None:
+    return None
+  return str(pathlib.Path(output_dir) / vocabulary.VOCABULARY_FILENAME)
+
+
+def checkpoint_vocabulary(source: "OrbaxParams") -> Optional[pathlib.Path]:
+  """The `sentencepiece.model` of our checkpoint's MODEL_DIR, if any."""
+  found = vocabulary.find_checkpoint_vocabulary(str(source.step_dir))
+  return pathlib.Path(found) if found else None
+
+
 def _write_config(out: pathlib.Path, config: network.RemBertConfig) -> None:
   fields = dataclasses.asdict(config)
   fields["dtype"] = str(np.dtype(fields["dtype"]))
@@ -517,18 +546,58 @@ def read_config_file(path: pathlib.Path) -> network.RemBertConfig:
     raise UserError(f"{path}: not a RemBertConfig: {e}") from e
 
 
+def _source_vocabulary(explicit: Optional[str], beside: pathlib.Path,
+                       rows: int, source: str,
+                       hf_config: Optional[dict] = None
+                       ) -> Optional[pathlib.Path]:
+  """The vocabulary a conversion carries: `explicit`, else `beside/`'s.
+
+  Checked before anything is written: the five special pieces, [PAD] at 0,
+  and no more pieces than the checkpoint has embedding rows (fewer is fine:
+  padded rows). None, with a warning, when there is none.
+  """
+  path = pathlib.Path(explicit) if explicit else (
+      beside / vocabulary.VOCABULARY_FILENAME)
+  if not explicit and not path.is_file():
+    logging.warning(
+        "%s has no %s: the converted checkpoint carries no vocabulary, so "
+        "runs from it need $REMBERT_SPM_PATH (or pass --vocab)", source,
+        vocabulary.VOCABULARY_FILENAME)
+    return None
+  vocab = vocabulary.RemBertVocabulary(str(path))
+  try:
+    ids = vocab.special_ids
+    pieces = vocab.vocab_size
+  except ValueError as e:
+    raise UserError(f"--vocab: {e}" if explicit else str(e)) from e
+  if pieces > rows:
+    raise UserError(f"{path}: {pieces} pieces, but {source} has {rows} "
+                    "vocabulary rows (ids past them would have no embedding)")
+  for key, want in (("pad_token_id", ids.pad), ("bos_token_id", ids.cls),
+                    ("eos_token_id", ids.sep)):
+    have = (hf_config or {}).get(key)
+    if have is not None and have != want:
+      # We read ids by piece name, so this is only worth a word.
+      logging.warning("%s: config.json has %s %s, the vocabulary %s has %d",
+                      source, key, have, path, want)
+  return path
+
+
 def hf_to_t5x(hf_dir: str, output_dir: str, *, gin_file: Optional[str] = None,
               vocab_size: Optional[int] = None,
+              vocab: Optional[str] = None,
               overwrite: bool = False) -> Summary:
   """Converts a Hugging Face RemBERT directory to our orbax checkpoint.
 
   Args:
     hf_dir: a `save_pretrained` directory.
-    output_dir: the MODEL_DIR to write (`checkpoints/0/default` plus
-      `rembert_config.json`).
+    output_dir: the MODEL_DIR to write (`checkpoints/0/default`,
+      `rembert_config.json` and the vocabulary, `sentencepiece.model`).
     gin_file: a model gin file to check the HF config against (its config,
       including epsilon and pre-training-only layers, is then the one used).
     vocab_size: strip padded vocabulary rows down to this size.
+    vocab: the SentencePiece model to carry (default: the HF directory's
+      `sentencepiece.model`).
     overwrite: replace a non-empty `output_dir`.
 
   Returns:
@@ -551,30 +620,35 @@ def hf_to_t5x(hf_dir: str, output_dir: str, *, gin_file: Optional[str] = None,
                     source_vocab_size=source_vocab)
   except ValueError as e:
     raise UserError(str(e)) from e
+  vocab_file = _source_vocabulary(vocab, source.root, config.vocab_size,
+                                  hf_dir, source.config_json)
   with atomic_output_dir(output_dir, overwrite) as tmp:
     count = write_orbax_params(tmp, cc.iter_to_ours(
         source, _largest_first(entries), source_name=hf_dir,
         ignore_unused=ignore,
         source_vocab_size=source_vocab))
     _write_config(tmp, config)
+    copy_vocabulary(vocab_file, tmp)
   skipped = sum(1 for n in source.names() if n.startswith(ignore)) if ignore else 0
   return Summary(str(output_dir), head.value, len(entries), count,
                  (source_vocab or config.vocab_size) - config.vocab_size,
                  {"pooler": skipped} if skipped else {},
-                 peak_rss_bytes() / 2**20)
+                 peak_rss_bytes() / 2**20, written_vocabulary(vocab_file, output_dir))
 
 
 def tf_to_t5x(tf_checkpoint: str, output_dir: str, *,
               config_json: Optional[str] = None,
               gin_file: Optional[str] = None,
               vocab_size: Optional[int] = None,
+              vocab: Optional[str] = None,
               overwrite: bool = False) -> Summary:
   """Converts the original TF1 RemBERT checkpoint's encoder to ours.
 
   The config comes from `config_json` (the release's JSON, HF field names)
   and/or `gin_file`. Adam slots, the step, the MLM head and the pooler are
   skipped by name (`cc.tf_variable_skip_reason`); every other variable must
-  be in `cc.tf_name_map`.
+  be in `cc.tf_name_map`. `vocab` (default: a `sentencepiece.model` beside
+  the checkpoint) is copied into the output MODEL_DIR.
   """
   if not config_json and not gin_file:
     raise UserError("tf-to-t5x needs --config_json (the checkpoint's JSON "
@@ -600,6 +674,11 @@ def tf_to_t5x(tf_checkpoint: str, output_dir: str, *,
                     source_vocab_size=source_vocab)
   except ValueError as e:
     raise UserError(str(e)) from e
+  beside = pathlib.Path(tf_checkpoint)
+  vocab_file = _source_vocabulary(
+      vocab, beside if beside.is_dir() else beside.parent, config.vocab_size,
+      tf_checkpoint,
+      _read_json(pathlib.Path(config_json)) if config_json else None)
   skipped: dict[str, int] = {}
   for n in source.names():
     reason = cc.tf_variable_skip_reason(n)
@@ -610,9 +689,11 @@ def tf_to_t5x(tf_checkpoint: str, output_dir: str, *,
         source, _largest_first(entries), source_name=tf_checkpoint, skip=skip,
         source_vocab_size=source_vocab))
     _write_config(tmp, config)
+    copy_vocabulary(vocab_file, tmp)
   return Summary(str(output_dir), cc.Head.ENCODER.value, len(entries), count,
                  (source_vocab or config.vocab_size) - config.vocab_size,
-                 skipped, peak_rss_bytes() / 2**20)
+                 skipped, peak_rss_bytes() / 2**20,
+                 written_vocabulary(vocab_file, output_dir))
 
 
 def t5x_to_hf(checkpoint_dir: str, output_dir: str, *,
@@ -658,6 +739,13 @@ def t5x_to_hf(checkpoint_dir: str, output_dir: str, *,
     raise UserError(f"checkpoint {source.step_dir}: {e}") from e
   if hf_vocab_size is not None:
     hf_config["vocab_size"] = hf_vocab_size
+  vocab_file = checkpoint_vocabulary(source)
+  if vocab_file:
+    ids = vocabulary.RemBertVocabulary(str(vocab_file)).special_ids
+    # What HF reads for generation/padding; RemBertTokenizer itself reads
+    # the pieces from sentencepiece.model.
+    hf_config.update(pad_token_id=ids.pad, bos_token_id=ids.cls,
+                     eos_token_id=ids.sep)
   specs = [(name, shape, source.dtype(e.ours)) for (name, shape), e in
            zip(cc.external_specs(entries, hf_vocab_size), entries)]
   tensors = cc.iter_from_ours(source, entries,
@@ -676,7 +764,8 @@ def t5x_to_hf(checkpoint_dir: str, output_dir: str, *,
     (tmp / "config.json").write_text(json.dumps(hf_config, indent=2,
                                                 sort_keys=True))
     write_safetensors(tmp / "model.safetensors", specs, all_tensors())
+    copy_vocabulary(vocab_file, tmp)
   count = sum(math.prod(s) for _, s, _ in specs)
   return Summary(str(output_dir), head.value, len(entries), count,
                  (hf_vocab_size or config.vocab_size) - config.vocab_size, {},
-                 peak_rss_bytes() / 2**20)
+                 peak_rss_bytes() / 2**20, written_vocabulary(vocab_file, output_dir))

@@ -27,6 +27,7 @@ import seqio
 from rembert_t5x import cli
 from rembert_t5x import configs
 from rembert_t5x import io_utils
+from rembert_t5x import vocabulary as vocab_lib
 
 # Which metric summarises a task in tables and plots, in order of preference.
 MAIN_METRICS = ("xtreme", "f1", "accuracy", "exact_match")
@@ -177,6 +178,9 @@ def evaluate(checkpoint_dir: str, output_dir: str, *, model=gin.REQUIRED,
   """Evaluates the latest checkpoint in `checkpoint_dir`; writes results."""
   from rembert_t5x import train  # pylint: disable=g-import-not-at-top
   train.get_task_or_mixture(mixture_or_task_name)
+  # The checkpoint's own vocabulary (its MODEL_DIR's sentencepiece.model)
+  # unless $REMBERT_SPM_PATH is set.
+  vocab_lib.use_checkpoint_vocabulary(checkpoint_dir)
   params = train.load_params(checkpoint_dir)
   metrics = evaluate_params(model, params, mixture_or_task_name, split,
                             task_feature_lengths, batch_size)

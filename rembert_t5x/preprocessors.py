@@ -20,6 +20,20 @@ import tensorflow as tf
 from rembert_t5x import vocabulary as vocab_lib
 
 
+def _special_ids(caller: str,
+                 output_features: Optional[Mapping[str, seqio.Feature]],
+                 special_ids: Optional[vocab_lib.SpecialIds]
+                 ) -> vocab_lib.SpecialIds:
+  """Explicit ids, else those of the `input_tokens` vocabulary (loaded now,
+  when the dataset is built, never at import)."""
+  if special_ids is not None:
+    return special_ids
+  if output_features is None or "input_tokens" not in output_features:
+    raise ValueError(f"{caller} needs output_features (an input_tokens "
+                     "vocabulary) or special_ids.")
+  return vocab_lib.special_ids(output_features["input_tokens"].vocabulary)
+
+
 @seqio.map_over_dataset
 def line_to_text(line: tf.Tensor) -> Mapping[str, tf.Tensor]:
   """Wraps a line of a plain-text file (seqio.TextLineDataSource) in a dict.
@@ -55,9 +69,11 @@ def tokenize_text(example: Mapping[str, tf.Tensor],
   return {"tokens": tf.cast(tokens, tf.int32)}
 
 
-def pack_contiguous_tokens(dataset: tf.data.Dataset,
-                           sequence_length: Optional[Mapping[str, int]]
-                           ) -> tf.data.Dataset:
+def pack_contiguous_tokens(
+    dataset: tf.data.Dataset,
+    sequence_length: Optional[Mapping[str, int]],
+    output_features: Optional[Mapping[str, seqio.Feature]] = None,
+    special_ids: Optional[vocab_lib.SpecialIds] = None) -> tf.data.Dataset:
   """Cuts one language's token stream into `[CLS] … [SEP]` sequences.
 
   Documents (or lines) are concatenated in order and the stream is cut every
@@ -65,13 +81,17 @@ def pack_contiguous_tokens(dataset: tf.data.Dataset,
   text, as in BERT/RemBERT pre-training; no separator is inserted between
   documents). The last, shorter piece of the stream is kept.
 
-  Input (length 6):  {"tokens": [11, 12, 13]}, {"tokens": [14, 15, 16, 17]}
+  Input (length 6; [CLS]=2, [SEP]=3 as in TRAINED_LAYOUT):
+                     {"tokens": [11, 12, 13]}, {"tokens": [14, 15, 16, 17]}
   Output:            {"input_tokens": [2, 11, 12, 13, 14, 3]},
                      {"input_tokens": [2, 15, 16, 17, 3]}
 
   Args:
     dataset: examples with int32 `tokens` (ids > 0, i.e. no [PAD]).
     sequence_length: {"input_tokens": length, ...}; length >= 3.
+    output_features: the task's features; the `input_tokens` vocabulary
+      gives [CLS] and [SEP] (read when the dataset is built).
+    special_ids: the ids to use instead (no vocabulary needed).
 
   Returns:
     A dataset of {"input_tokens": int32 [<= length]}.
@@ -86,6 +106,7 @@ def pack_contiguous_tokens(dataset: tf.data.Dataset,
         f"sequence_length['input_tokens'] = {length}: need at least 3 "
         "([CLS], one token, [SEP]).")
   body = length - 2
+  ids = _special_ids("pack_contiguous_tokens", output_features, special_ids)
 
   stream = dataset.map(lambda ex: (tf.cast(ex["tokens"], tf.int32), False))
   # A final empty element marks the end so the leftover tokens get flushed.
@@ -110,7 +131,7 @@ def pack_contiguous_tokens(dataset: tf.data.Dataset,
   def add_special_tokens(row):
     num_tokens = tf.reduce_sum(tf.cast(tf.not_equal(row, 0), tf.int32))
     return {"input_tokens": tf.concat(
-        [[vocab_lib.CLS_ID], row[:num_tokens], [vocab_lib.SEP_ID]], axis=0)}
+        [[ids.cls], row[:num_tokens], [ids.sep]], axis=0)}
 
   return rows.map(add_special_tokens, num_parallel_calls=tf.data.AUTOTUNE)
 
@@ -120,19 +141,22 @@ def mask_tokens(example: Mapping[str, tf.Tensor],
                 seed: tf.Tensor,
                 output_features: Optional[Mapping[str, seqio.Feature]] = None,
                 vocab_size: Optional[int] = None,
+                special_ids: Optional[vocab_lib.SpecialIds] = None,
                 select_rate: float = 0.15,
                 mask_rate: float = 0.8,
                 random_rate: float = 0.1) -> Mapping[str, tf.Tensor]:
   """BERT masking: select 15% of tokens; 80% [MASK], 10% random, 10% kept.
 
   Exactly round(select_rate * n) of the n non-special tokens are selected
-  (at least one when n > 0), as in BERT; special ids (0..4: [PAD], [UNK],
-  [CLS], [SEP], [MASK]) are never selected. The loss covers every selected
-  position, including those left unchanged or randomised. Random
-  replacements are drawn uniformly from the non-special ids. Randomness is
-  stateless: the same seed gives the same masks.
+  (at least one when n > 0), as in BERT; the special pieces ([PAD], [UNK],
+  [CLS], [SEP], [MASK], at the ids the vocabulary gives them) are never
+  selected. The loss covers every selected position, including those left
+  unchanged or randomised. Random replacements are drawn uniformly from the
+  non-special ids. Randomness is stateless: the same seed gives the same
+  masks.
 
-  Input:  {"input_tokens": [2, 17, 18, 19, 20, 3]}
+  Input ([CLS]=2, [SEP]=3, [MASK]=4 as in TRAINED_LAYOUT):
+          {"input_tokens": [2, 17, 18, 19, 20, 3]}
   Output: {"input_tokens": [2, 17, 4, 19, 20, 3],
            "token_types":  [0, 0, 0, 0, 0, 0],
            "targets":      [2, 17, 18, 19, 20, 3],
@@ -141,9 +165,11 @@ def mask_tokens(example: Mapping[str, tf.Tensor],
   Args:
     example: a dict with int32 `input_tokens`.
     seed: int32 [2] stateless seed (supplied by seqio).
-    output_features: the task's features; `input_tokens` gives vocab_size
-      when it is not passed explicitly.
+    output_features: the task's features; the `input_tokens` vocabulary
+      gives vocab_size and the special ids when they are not passed.
     vocab_size: size of the vocabulary random replacements come from.
+    special_ids: the special ids (default: read from the vocabulary when
+      the dataset is built).
     select_rate: share of non-special tokens selected for prediction.
     mask_rate: share of selected tokens replaced by [MASK].
     random_rate: share of selected tokens replaced by a random token.
@@ -155,9 +181,12 @@ def mask_tokens(example: Mapping[str, tf.Tensor],
     if output_features is None:
       raise ValueError("mask_tokens needs vocab_size or output_features.")
     vocab_size = output_features["input_tokens"].vocabulary.vocab_size
-  if vocab_size <= vocab_lib.NUM_SPECIAL_IDS:
+  ids = _special_ids("mask_tokens", output_features, special_ids)
+  specials = sorted(set(ids.as_tuple()))
+  if vocab_size <= len(specials) or specials[-1] >= vocab_size:
     raise ValueError(
-        f"mask_tokens: vocab_size {vocab_size} leaves no ordinary tokens.")
+        f"mask_tokens: vocab_size {vocab_size} leaves no ordinary tokens "
+        f"besides the special ids {specials}.")
   if mask_rate + random_rate > 1.0:
     raise ValueError(
         f"mask_tokens: mask_rate {mask_rate} + random_rate {random_rate} > 1.")
@@ -167,7 +196,9 @@ def mask_tokens(example: Mapping[str, tf.Tensor],
   select_seed, action_seed, random_seed = tf.unstack(
       tf.random.experimental.stateless_split(seed, 3))
 
-  candidate = tokens >= vocab_lib.NUM_SPECIAL_IDS
+  candidate = tf.reduce_all(
+      tf.not_equal(tokens[:, tf.newaxis], tf.constant(specials, tf.int32)),
+      axis=1)
   num_candidates = tf.reduce_sum(tf.cast(candidate, tf.int32))
   num_selected = tf.cast(
       tf.floor(tf.cast(num_candidates, tf.float32) * select_rate + 0.5),
@@ -185,11 +216,15 @@ def mask_tokens(example: Mapping[str, tf.Tensor],
   use_random = tf.logical_and(
       selected,
       tf.logical_and(action >= mask_rate, action < mask_rate + random_rate))
+  # Uniform over the vocab_size - len(specials) ordinary ids: draw a rank r
+  # among them and step over each special id at or below it (ascending).
   random_tokens = tf.random.stateless_uniform(
-      [n], random_seed, minval=vocab_lib.NUM_SPECIAL_IDS, maxval=vocab_size,
+      [n], random_seed, minval=0, maxval=vocab_size - len(specials),
       dtype=tf.int32)
+  for special in specials:
+    random_tokens += tf.cast(random_tokens >= special, tf.int32)
 
-  inputs = tf.where(use_mask, vocab_lib.MASK_ID, tokens)
+  inputs = tf.where(use_mask, ids.mask, tokens)
   inputs = tf.where(use_random, random_tokens, inputs)
   return {
       "input_tokens": inputs,

@@ -114,7 +114,7 @@ def encode_with_offsets(vocabulary: seqio.Vocabulary,
   if hasattr(vocabulary, "encode_with_offsets"):
     return vocabulary.encode_with_offsets(text)
   if isinstance(vocabulary, seqio.SentencePieceVocabulary):
-    return vocab_lib.RemBertVocabulary.encode_with_offsets(vocabulary, text)
+    return vocab_lib.encode_with_offsets(vocabulary.tokenizer, text)
   raise ValueError(
       f"QA preprocessing needs character offsets; vocabulary {vocabulary} is "
       "neither a RemBertVocabulary nor a seqio.SentencePieceVocabulary.")
@@ -203,7 +203,8 @@ def make_windows(example: QAExample,
 
   Args:
     example: the question; answers are checked with `check_answers`.
-    vocabulary: a SentencePiece vocabulary with [CLS]=2, [SEP]=3.
+    vocabulary: a SentencePiece vocabulary with RemBERT's special pieces
+      (their ids are read from it).
     max_seq_length: maximum window length in tokens, specials included.
     doc_stride: step between window starts, in context tokens.
     max_query_length: the question is cut to this many tokens.
@@ -230,6 +231,7 @@ def make_windows(example: QAExample,
     if on_misaligned == "skip":
       return []
     aligned = False
+  ids = vocab_lib.special_ids(vocabulary)
   question_ids, _ = encode_with_offsets(vocabulary, example.question)
   question_ids = list(question_ids[:max_query_length])
   context_ids, context_offsets = encode_with_offsets(vocabulary,
@@ -253,8 +255,8 @@ def make_windows(example: QAExample,
   no_offsets = [(NO_OFFSET, NO_OFFSET)] * prefix_length
   windows = []
   for (start, length), mask in zip(spans, masks):
-    tokens = ([vocab_lib.CLS_ID] + question_ids + [vocab_lib.SEP_ID] +
-              list(context_ids[start:start + length]) + [vocab_lib.SEP_ID])
+    tokens = ([ids.cls] + question_ids + [ids.sep] +
+              list(context_ids[start:start + length]) + [ids.sep])
     offsets = (no_offsets + list(context_offsets[start:start + length]) +
                [(NO_OFFSET, NO_OFFSET)])
     start_position = end_position = 0

@@ -162,7 +162,8 @@ def t5x_native(checkpoint_dir: str, output_dir: str, *,
     checkpoint_dir: our MODEL_DIR (as `hf-to-t5x` writes it), its
       `checkpoints/` or one step directory.
     output_dir: the T5X checkpoints directory to write; it gets
-      `checkpoint_0/` (T5X's Checkpointer format) and `rembert_config.json`.
+      `checkpoint_0/` (T5X's Checkpointer format), `rembert_config.json`
+      and the source's vocabulary (`sentencepiece.model`) if it has one.
     gin_file: the model gin file (otherwise `rembert_config.json` beside the
       checkpoint, else the config the shapes determine).
     optimizer: `adamw` (pretrain_mlm.gin's; the only one).
@@ -190,9 +191,14 @@ def t5x_native(checkpoint_dir: str, output_dir: str, *,
     if not (tmp / "checkpoint_0").is_dir():
       raise RuntimeError(f"T5X's Checkpointer wrote no checkpoint_0 in {tmp}")
     checkpoint_io._write_config(tmp, config)  # pylint: disable=protected-access
-  return checkpoint_io.Summary(str(output_dir), cc.Head.MASKED_LM.value,
-                               tensors, count, 0, {},
-                               checkpoint_io.peak_rss_bytes() / 2**20)
+    # Beside checkpoint_0, where the gin hook vocabulary.checkpoint_vocabulary
+    # finds it from INITIAL_CHECKPOINT_PATH.
+    vocab_file = checkpoint_io.checkpoint_vocabulary(source)
+    checkpoint_io.copy_vocabulary(vocab_file, tmp)
+  return checkpoint_io.Summary(
+      str(output_dir), cc.Head.MASKED_LM.value, tensors, count, 0, {},
+      checkpoint_io.peak_rss_bytes() / 2**20,
+      checkpoint_io.written_vocabulary(vocab_file, output_dir))
 
 
 def restore_for_finetuning(checkpoint_path: str, model: Any,

@@ -15,6 +15,9 @@ SeqIO tasks through the model's feature converter. Writes to MODEL_DIR:
                          learning_rate, tokens_per_s, ...
   events.out.tfevents.*  the same metrics for TensorBoard (clu writers)
   config.gin             the operative gin config
+  sentencepiece.model    the task's vocabulary; runs started from this
+                         MODEL_DIR (or from a converted checkpoint holding
+                         one) use it unless $REMBERT_SPM_PATH is set
 
 Restarting with the same MODEL_DIR resumes from the latest checkpoint, with
 the same data order (the input pipeline is deterministic and skips what the
@@ -52,6 +55,7 @@ from rembert_t5x import configs
 from rembert_t5x import io_utils
 from rembert_t5x import models
 from rembert_t5x import train_lib
+from rembert_t5x import vocabulary as vocab_lib
 
 
 def check_model_dir(model_dir: str) -> pathlib.Path:
@@ -152,6 +156,28 @@ def check_task_vocabulary(model, task_name: str) -> None:
       raise cli.UserError(
           f"task {sub.name}: its vocabulary has {size} ids but the model's "
           f"VOCAB_SIZE is {vocab_size}; set VOCAB_SIZE >= {size}")
+
+
+def save_task_vocabulary(model_dir: pathlib.Path, task_name: str) -> None:
+  """Copies the task's SentencePiece model into MODEL_DIR (sentencepiece.model).
+
+  Runs started from this MODEL_DIR (fine-tuning, evaluation, a resume) then
+  find the vocabulary its checkpoints were made with, whatever
+  $REMBERT_SPM_PATH says later (`vocabulary.use_checkpoint_vocabulary`).
+  """
+  task = get_task_or_mixture(task_name)
+  files = set()
+  for sub in getattr(task, "tasks", None) or [task]:
+    feature = sub.output_features.get("input_tokens")
+    path = getattr(feature and feature.vocabulary, "sentencepiece_model_file",
+                   None)
+    if path:
+      files.add(path)
+  if len(files) == 1:  # a mixture of several vocabularies has no one file
+    try:
+      vocab_lib.save_vocabulary(files.pop(), str(model_dir))
+    except ValueError as e:
+      raise cli.UserError(f"MODEL_DIR {model_dir}: {e}") from e
 
 
 def check_batch(model, batch, task_name: str, step: int) -> None:
@@ -401,7 +427,11 @@ def train(
   crash_kind, crash_step = _crash_hook()
   out_dir = check_model_dir(model_dir)
   get_task_or_mixture(mixture_or_task_name)  # fail early on a typo
+  # The vocabulary of the checkpoint the run starts from (or resumes), before
+  # the tasks' lazy vocabularies are first read.
+  vocab_lib.use_checkpoint_vocabulary(init_checkpoint, str(out_dir))
   check_task_vocabulary(model, mixture_or_task_name)
+  save_task_vocabulary(out_dir, mixture_or_task_name)
   rules = train_lib.default_rules()
   mesh = train_lib.make_mesh(mesh_shape)
   if batch_size // grad_accum_steps % mesh.shape["data"]:

@@ -1,172 +1,181 @@
-"""The RemBERT SentencePiece vocabulary: special ids, offsets and training.
+"""The RemBERT SentencePiece vocabulary: special ids, tokenisation, training.
 
-Every vocabulary this project builds reserves the same five ids (see
-docs/DESIGN.md):
+Special ids are read from the vocabulary by piece name, never assumed
+(docs/DESIGN.md). A RemBERT vocabulary holds five pieces:
 
-  [PAD]=0  [UNK]=1  [CLS]=2  [SEP]=3  [MASK]=4
+  [PAD]  [UNK]  [CLS]  [SEP]  [MASK]
 
-[CLS] and [SEP] are SentencePiece *control* symbols, so a literal "[CLS]" in
-raw text is never turned into the special id; [MASK] is a *user-defined*
-symbol so that masked text written by hand ("a [MASK] b") encodes to it.
-The model has no BOS/EOS pieces: RemBERT marks sequences with [CLS]/[SEP],
-which the preprocessors add explicitly.
+at any ids, except that [PAD] must be id 0: seqio pads every feature with 0.
+The released RemBERT vocabulary (Hugging Face `google/rembert`) has
+[PAD]=0, [CLS]=312, [SEP]=313; the vocabularies `train_sentencepiece` builds
+use [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4 (`TRAINED_LAYOUT`), with
+[CLS]/[SEP] as SentencePiece *control* symbols (a literal "[CLS]" in raw
+text never becomes the special id) and [MASK] *user-defined* (typed masks,
+"a [MASK] b", encode to it). Preprocessors ask the task's vocabulary for the
+ids when a dataset is built (`special_ids`), so one process can use both.
+
+Tokenisation equals Hugging Face's `RemBertTokenizer` on the same `.model`
+(tests/vocabulary_parity_test.py): before SentencePiece, "``" and "''"
+become '"' and runs of spaces one space (ALBERT's preprocessing, which HF's
+converter keeps); SentencePiece then keeps the remaining whitespace as
+"▁" pieces instead of stripping it, and a leading whitespace gets no extra
+"▁" prefix — as HF's Metaspace pre-tokenizer does.
+
+Which vocabulary a task uses: registered tasks get a lazy one
+(`default_vocabulary()`) that resolves its file on use, in this order:
+  1. an explicit choice (`checkpoint_vocabulary(sentencepiece_model=...)`,
+     a gin binding);
+  2. $REMBERT_SPM_PATH;
+  3. the `sentencepiece.model` of the checkpoint a run starts from
+     (`use_checkpoint_vocabulary`: the local runner and evaluator call it
+     with their checkpoint, T5X runs through the gin hook
+     `checkpoint_vocabulary`; the converters put the file there).
 """
 
+import dataclasses
 import os
+import re
 import tempfile
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+import gin
 import numpy as np
 import seqio
 import sentencepiece as spm
+from sentencepiece import sentencepiece_model_pb2
+import tensorflow as tf
 
 from rembert_t5x import text_sources
 
-PAD_ID = 0
-UNK_ID = 1
-CLS_ID = 2
-SEP_ID = 3
-MASK_ID = 4
+PAD_ID = 0  # seqio's padding id; every RemBERT vocabulary has [PAD] here.
 
 PAD_PIECE = "[PAD]"
 UNK_PIECE = "[UNK]"
 CLS_PIECE = "[CLS]"
 SEP_PIECE = "[SEP]"
 MASK_PIECE = "[MASK]"
-
-# id -> piece; the order fixes the ids.
 SPECIAL_PIECES = (PAD_PIECE, UNK_PIECE, CLS_PIECE, SEP_PIECE, MASK_PIECE)
-NUM_SPECIAL_IDS = len(SPECIAL_PIECES)
 
 SPM_PATH_ENV = "REMBERT_SPM_PATH"
+# The file name Hugging Face uses; converted checkpoint directories and run
+# MODEL_DIRs hold the vocabulary under it.
+VOCABULARY_FILENAME = "sentencepiece.model"
+
+_SPACE = "\u2581"  # SentencePiece's whitespace marker "▁"
 
 
-class RemBertVocabulary(seqio.SentencePieceVocabulary):
-  """A SentencePiece vocabulary with RemBERT's special ids.
+@dataclasses.dataclass(frozen=True)
+class SpecialIds:
+  """The ids of the five special pieces in one vocabulary."""
+  pad: int
+  unk: int
+  cls: int
+  sep: int
+  mask: int
 
-  The special ids are checked the first time the model is loaded, so that a
-  vocabulary trained without them fails with a message naming the file rather
-  than silently masking or padding with ordinary word pieces.
+  def as_tuple(self) -> Tuple[int, ...]:
+    return (self.pad, self.unk, self.cls, self.sep, self.mask)
+
+
+# What `train_sentencepiece` writes (and the benchmarks' synthetic batches,
+# which have no vocabulary file, assume).
+TRAINED_LAYOUT = SpecialIds(pad=0, unk=1, cls=2, sep=3, mask=4)
+
+
+def read_special_ids(tokenizer: spm.SentencePieceProcessor,
+                     path: str) -> SpecialIds:
+  """Looks the five special pieces up by name.
+
+  Raises:
+    ValueError: a piece is missing (naming it and the file), or [PAD] is
+      not id 0.
   """
+  ids = {}
+  for piece in SPECIAL_PIECES:
+    # PieceToId answers the unknown id for a missing piece: check the name.
+    i = tokenizer.PieceToId(piece)
+    if tokenizer.IdToPiece(i) != piece:
+      raise ValueError(
+          f"{path}: SentencePiece model has no piece {piece!r}. RemBERT "
+          f"vocabularies need the pieces {', '.join(SPECIAL_PIECES)} (at any "
+          f"ids, {PAD_PIECE} at 0); train one with "
+          "rembert_t5x.vocabulary.train_sentencepiece.")
+    ids[piece] = i
+  if ids[PAD_PIECE] != PAD_ID:
+    raise ValueError(
+        f"{path}: {PAD_PIECE} is id {ids[PAD_PIECE]}, but seqio pads with id "
+        f"{PAD_ID}; a RemBERT vocabulary needs {PAD_PIECE} at id {PAD_ID} "
+        f"(id {PAD_ID} holds {tokenizer.IdToPiece(PAD_ID)!r}).")
+  return SpecialIds(*(ids[p] for p in SPECIAL_PIECES))
 
-  def __init__(self,
-               sentencepiece_model_file: Optional[str] = None,
-               extra_ids: int = 0):
-    """Creates the vocabulary; the model file is read lazily.
 
-    Args:
-      sentencepiece_model_file: path of a SentencePiece `.model` file; None
-        reads the path from $REMBERT_SPM_PATH when the vocabulary is first
-        used (so tasks can be registered before a model exists).
-      extra_ids: number of extra ids appended to the vocabulary (unused by
-        RemBERT; kept for seqio compatibility).
-    """
-    super().__init__(sentencepiece_model_file, extra_ids=extra_ids)
-    self._checked = False
+def special_ids(vocabulary: seqio.Vocabulary) -> SpecialIds:
+  """The special ids of a task vocabulary (loads it if needed).
 
-  def __setstate__(self, state):
-    super().__setstate__(state)
-    self._checked = False
+  Works for `RemBertVocabulary` (and the lazy wrappers that delegate to
+  one) and for a plain `seqio.SentencePieceVocabulary`.
+  """
+  ids = getattr(vocabulary, "special_ids", None)
+  if isinstance(ids, SpecialIds):
+    return ids
+  if isinstance(vocabulary, seqio.SentencePieceVocabulary):
+    return read_special_ids(vocabulary.tokenizer,
+                            vocabulary.sentencepiece_model_file)
+  raise ValueError(
+      f"vocabulary {vocabulary} has no SentencePiece model to read RemBERT's "
+      f"special pieces ({', '.join(SPECIAL_PIECES)}) from.")
 
-  def __eq__(self, other):
-    if not isinstance(other, seqio.SentencePieceVocabulary):
-      return False
-    # A vocabulary from $REMBERT_SPM_PATH equals one built from that path.
-    return (_resolved_path(self) == _resolved_path(other) and
-            self.extra_ids == other.extra_ids)
 
-  @property
-  def sentencepiece_model_file(self) -> str:
-    if self._sentencepiece_model_file is None:
-      return _model_path_from_env()
-    return self._sentencepiece_model_file
+# --- Text pre-normalisation (Hugging Face / ALBERT compatible) --------------
 
-  def _model_context(self):
-    if self._sentencepiece_model_file is None:
-      self._sentencepiece_model_file = _model_path_from_env()
-    try:
-      context = super()._model_context()
-    except Exception as e:  # pylint: disable=broad-except
-      # tf NotFoundError, protobuf DecodeError, ... : name the file instead.
-      first = (str(e).strip() or type(e).__name__).splitlines()[0]
-      if not os.path.exists(self._sentencepiece_model_file):
-        raise ValueError(f"{self._sentencepiece_model_file}: no such "
-                         "SentencePiece model file.") from e
-      raise ValueError(f"{self._sentencepiece_model_file}: cannot load it as "
-                       f"a SentencePiece model ({first}).") from e
-    if not self._checked:
-      _check_special_pieces(context.tokenizer, self.sentencepiece_model_file)
-      self._checked = True
-    return context
+_PRENORM = re.compile(r"``|''| {2,}")
 
-  @property
-  def pad_id(self) -> int:
-    return PAD_ID
 
-  @property
-  def unk_id(self) -> int:
-    self._model_context()
-    return UNK_ID
+def _prenorm_replacement(match: str) -> str:
+  return '"' if match in ("``", "''") else " "
 
-  @property
-  def cls_id(self) -> int:
-    self._model_context()
-    return CLS_ID
 
-  @property
-  def sep_id(self) -> int:
-    self._model_context()
-    return SEP_ID
+def prenormalize(text: str) -> Tuple[str, List[Tuple[int, int]]]:
+  """Applies the pre-SentencePiece replacements; maps chars back.
 
-  @property
-  def mask_id(self) -> int:
-    self._model_context()
-    return MASK_ID
+  Returns:
+    (new_text, spans): spans[i] is the (start, end) range of original
+    characters that new character i came from.
+  """
+  out, spans, last = [], [], 0
+  for m in _PRENORM.finditer(text):
+    for i in range(last, m.start()):
+      out.append(text[i])
+      spans.append((i, i + 1))
+    out.append(_prenorm_replacement(m.group()))
+    spans.append((m.start(), m.end()))
+    last = m.end()
+  for i in range(last, len(text)):
+    out.append(text[i])
+    spans.append((i, i + 1))
+  return "".join(out), spans
 
-  @property
-  def bos_id(self) -> Optional[int]:
-    # No BOS piece: [CLS] is added by the preprocessors, not by SentencePiece.
-    return None
 
-  @property
-  def eos_id(self) -> Optional[int]:
-    # seqio's `decode` truncates at the first EOS; [SEP] separates segments
-    # and must not end decoding, so the vocabulary reports no EOS.
-    return None
+def _prenormalize_tf(text: tf.Tensor) -> tf.Tensor:
+  text = tf.strings.regex_replace(text, "``|''", '"')
+  return tf.strings.regex_replace(text, " {2,}", " ")
 
-  def encode_with_offsets(
-      self, text: str) -> Tuple[List[int], List[Tuple[int, int]]]:
-    """Tokenises `text` and returns each token's character span in it.
 
-    SentencePiece reports spans as UTF-8 *byte* offsets into the original
-    (un-normalised) input; they are converted here to Python `str` indices.
-    Spans exclude the whitespace a piece absorbs (its leading "▁"), so that
-    `text[start:end]` is the visible text of the token; a piece made only of
-    whitespace gets an empty span `(start, start)` where it begins.
-    When NFKC normalisation expands one character into several pieces (e.g.
-    "…" -> ".", ".", "."), the last of them gets the character's span and
-    the earlier ones an empty span at its start, as SentencePiece reports.
+def _doubled_prefix(first_piece: str, second_piece: Optional[str]) -> bool:
+  # SentencePiece adds "▁" before text that already starts with whitespace
+  # ("▁▁x" -> "▁", "▁x"); HF's Metaspace does not. Pieces never span a "▁"
+  # boundary, so a lone first "▁" followed by a "▁"-initial piece is that
+  # extra prefix.
+  return (first_piece == _SPACE and second_piece is not None and
+          second_piece.startswith(_SPACE))
 
-    Args:
-      text: a Python string.
 
-    Returns:
-      (ids, offsets): `ids` equals `self.encode(text)`; `offsets[i]` is the
-      `(start, end)` character span of token `i`.
-    """
-    proto = self.tokenizer.encode(text, out_type="proto")
-    byte_to_char = _byte_to_char_map(text)
-    ids, offsets = [], []
-    for piece in proto.pieces:
-      start = byte_to_char[piece.begin]
-      end = byte_to_char[piece.end]
-      while start < end and text[start].isspace():
-        start += 1
-      while end > start and text[end - 1].isspace():
-        end -= 1
-      ids.append(piece.id)
-      offsets.append((start, end))
-    return ids, offsets
+def _encode_pieces(tokenizer: spm.SentencePieceProcessor, text: str):
+  """SentencePiece proto pieces of prenormalized `text`, HF-compatible."""
+  pieces = list(tokenizer.encode(text, out_type="proto").pieces)
+  if len(pieces) >= 2 and _doubled_prefix(pieces[0].piece, pieces[1].piece):
+    pieces = pieces[1:]
+  return pieces
 
 
 def _byte_to_char_map(text: str) -> List[int]:
@@ -178,48 +187,375 @@ def _byte_to_char_map(text: str) -> List[int]:
   return mapping
 
 
-def _check_special_pieces(tokenizer: spm.SentencePieceProcessor,
-                          path: str) -> None:
-  """Raises ValueError unless ids 0..4 hold [PAD] [UNK] [CLS] [SEP] [MASK]."""
-  size = tokenizer.GetPieceSize()
-  for expected_id, piece in enumerate(SPECIAL_PIECES):
-    actual = tokenizer.IdToPiece(expected_id) if expected_id < size else None
-    if actual != piece:
-      raise ValueError(
-          f"{path}: SentencePiece model has piece {actual!r} at id "
-          f"{expected_id}, expected {piece!r}. RemBERT vocabularies need "
-          f"{', '.join(f'{p}={i}' for i, p in enumerate(SPECIAL_PIECES))}; "
-          "train one with rembert_t5x.vocabulary.train_sentencepiece.")
+def encode_with_offsets(
+    tokenizer: spm.SentencePieceProcessor,
+    text: str) -> Tuple[List[int], List[Tuple[int, int]]]:
+  """Ids and original-text character spans; see RemBertVocabulary."""
+  normalized, spans = prenormalize(text)
+  byte_to_char = _byte_to_char_map(normalized)
+  ids, offsets = [], []
+  for piece in _encode_pieces(tokenizer, normalized):
+    # Byte offsets into `normalized` -> its chars -> original chars.
+    start = byte_to_char[piece.begin]
+    end = byte_to_char[piece.end]
+    start = spans[start][0] if start < len(spans) else len(text)
+    end = spans[end - 1][1] if end > 0 else 0
+    end = max(end, start)
+    while start < end and text[start].isspace():
+      start += 1
+    while end > start and text[end - 1].isspace():
+      end -= 1
+    ids.append(piece.id)
+    offsets.append((start, end))
+  return ids, offsets
 
 
-def _model_path_from_env() -> str:
-  """Returns $REMBERT_SPM_PATH, or raises a clear error."""
-  path = os.environ.get(SPM_PATH_ENV)
-  if not path:
-    raise ValueError(
-        f"Environment variable {SPM_PATH_ENV} is not set: point it at a "
-        "RemBERT SentencePiece model (train one with scripts/train_vocab.py).")
-  if not os.path.exists(path):
-    raise ValueError(
-        f"{SPM_PATH_ENV}={path}: no such SentencePiece model file.")
-  return path
+# SentencePiece keeps whitespace instead of stripping and collapsing it, as
+# HF's tokenizer does (see the module docstring).
+_NORMALIZER_OVERRIDES = sentencepiece_model_pb2.NormalizerSpec(
+    remove_extra_whitespaces=False)
+
+
+class RemBertVocabulary(seqio.SentencePieceVocabulary):
+  """A SentencePiece vocabulary with RemBERT's special pieces.
+
+  The special pieces are looked up (and checked) the first time the model is
+  loaded, so a vocabulary without them fails with a message naming the file
+  rather than silently masking or padding with ordinary word pieces.
+  """
+
+  def __init__(self,
+               sentencepiece_model_file: Optional[str] = None,
+               extra_ids: int = 0):
+    """Creates the vocabulary; the model file is read lazily.
+
+    Args:
+      sentencepiece_model_file: path of a SentencePiece `.model` file; None
+        resolves it on every use with `default_model_file()` (so tasks can
+        be registered before a model exists, and follow the checkpoint a
+        run starts from).
+      extra_ids: number of extra ids appended to the vocabulary (unused by
+        RemBERT; kept for seqio compatibility).
+    """
+    super().__init__(sentencepiece_model_file, extra_ids=extra_ids,
+                     normalizer_spec_overrides=_NORMALIZER_OVERRIDES)
+    self._lazy = sentencepiece_model_file is None
+    self._special_ids = None
+
+  def __setstate__(self, state):
+    super().__setstate__(state)
+    self._special_ids = None
+
+  def __eq__(self, other):
+    if not isinstance(other, seqio.SentencePieceVocabulary):
+      return False
+    # A lazy vocabulary equals one built from the file it resolves to.
+    return (_resolved_path(self) == _resolved_path(other) and
+            self.extra_ids == other.extra_ids)
+
+  def __hash__(self):
+    return hash((RemBertVocabulary, self.extra_ids))
+
+  @property
+  def sentencepiece_model_file(self) -> str:
+    if self._lazy:
+      return default_model_file()
+    return self._sentencepiece_model_file
+
+  def _model_context(self):
+    path = self.sentencepiece_model_file
+    if path != self._sentencepiece_model_file:
+      # A lazy vocabulary whose default changed (or its first use).
+      self._sentencepiece_model_file = path
+      self._model = None
+      self._special_ids = None
+    try:
+      context = super()._model_context()
+    except Exception as e:  # pylint: disable=broad-except
+      # tf NotFoundError, protobuf DecodeError, ... : name the file instead.
+      first = (str(e).strip() or type(e).__name__).splitlines()[0]
+      if not tf.io.gfile.exists(path):
+        raise ValueError(f"{path}: no such SentencePiece model file.") from e
+      raise ValueError(f"{path}: cannot load it as a SentencePiece model "
+                       f"({first}).") from e
+    if self._special_ids is None:
+      self._special_ids = read_special_ids(context.tokenizer, path)
+    return context
+
+  @property
+  def special_ids(self) -> SpecialIds:
+    self._model_context()
+    return self._special_ids
+
+  @property
+  def pad_id(self) -> int:
+    return PAD_ID  # read_special_ids refuses any other [PAD] id
+
+  @property
+  def unk_id(self) -> int:
+    return self.special_ids.unk
+
+  @property
+  def cls_id(self) -> int:
+    return self.special_ids.cls
+
+  @property
+  def sep_id(self) -> int:
+    return self.special_ids.sep
+
+  @property
+  def mask_id(self) -> int:
+    return self.special_ids.mask
+
+  @property
+  def bos_id(self) -> Optional[int]:
+    # No BOS: [CLS] is added by the preprocessors, not by SentencePiece.
+    return None
+
+  @property
+  def eos_id(self) -> Optional[int]:
+    # seqio's `decode` truncates at the first EOS; [SEP] separates segments
+    # and must not end decoding, so the vocabulary reports no EOS.
+    return None
+
+  def _encode(self, s: str) -> List[int]:
+    normalized, _ = prenormalize(s)
+    return [p.id for p in _encode_pieces(self.tokenizer, normalized)]
+
+  def _encode_tf(self, s: tf.Tensor) -> tf.Tensor:
+    """Scalar string -> int32 [n]; string [k] -> ragged int32 [k, (n)]."""
+    tokenizer = self.tf_tokenizer
+    scalar = s.shape.rank == 0
+    ids = tokenizer.tokenize(_prenormalize_tf(tf.reshape(s, [-1])))
+    ids = tf.cast(ids, tf.int32)
+    first = tokenizer.id_to_string(ids[:, :1])
+    second = tokenizer.id_to_string(ids[:, 1:2])
+    # Rows whose two first pieces are a doubled "▁" prefix (see
+    # `_doubled_prefix`) lose the first one.
+    second_head = tf.strings.substr(second, 0, 1, unit="UTF8_CHAR")
+    drop = (tf.reduce_any(tf.math.equal(first, _SPACE), axis=1) &
+            tf.reduce_any(tf.math.equal(second_head, _SPACE), axis=1))
+    position = tf.ragged.range(ids.row_lengths())
+    keep = ~((position == 0) & tf.expand_dims(drop, 1))
+    ids = tf.ragged.boolean_mask(ids, keep)
+    return ids[0] if scalar else ids
+
+  def encode_with_offsets(
+      self, text: str) -> Tuple[List[int], List[Tuple[int, int]]]:
+    """Tokenises `text` and returns each token's character span in it.
+
+    SentencePiece reports spans as UTF-8 *byte* offsets into its input;
+    they are converted here to Python `str` indices of the original text
+    (before the pre-normalisation). Spans exclude whitespace, so that
+    `text[start:end]` is the visible text of the token; a piece made only of
+    whitespace gets an empty span where it begins. When NFKC normalisation
+    expands one character into several pieces (e.g. "…" -> ".", ".", "."),
+    the last of them gets the character's span and the earlier ones an empty
+    span at its start, as SentencePiece reports.
+
+    Args:
+      text: a Python string.
+
+    Returns:
+      (ids, offsets): `ids` equals `self.encode(text)`; `offsets[i]` is the
+      `(start, end)` character span of token `i`.
+    """
+    return encode_with_offsets(self.tokenizer, text)
 
 
 def _resolved_path(vocab: seqio.SentencePieceVocabulary) -> Optional[str]:
   # Unlike `sentencepiece_model_file`, never raises (equality must not).
-  path = vocab._sentencepiece_model_file  # pylint: disable=protected-access
-  return path if path is not None else os.environ.get(SPM_PATH_ENV)
+  if getattr(vocab, "_lazy", False):
+    return _default_model_file_or_none()
+  return vocab._sentencepiece_model_file  # pylint: disable=protected-access
+
+
+# --- Which file a lazy vocabulary uses --------------------------------------
+
+# Set by `use_checkpoint_vocabulary` / `checkpoint_vocabulary`; see the
+# module docstring for the order.
+_defaults: Dict[str, Optional[str]] = {"explicit": None, "checkpoint": None}
+
+
+def _default_model_file_or_none() -> Optional[str]:
+  return (_defaults["explicit"] or os.environ.get(SPM_PATH_ENV) or
+          _defaults["checkpoint"])
+
+
+def default_model_file() -> str:
+  """The file lazy vocabularies use now; raises if there is none."""
+  path = _default_model_file_or_none()
+  if not path:
+    raise ValueError(
+        f"Environment variable {SPM_PATH_ENV} is not set: point it at a "
+        "RemBERT SentencePiece model (train one with scripts/train_vocab.py), "
+        f"or start from a checkpoint directory holding {VOCABULARY_FILENAME} "
+        "(the checkpoint converters put it there).")
+  if not tf.io.gfile.exists(path):
+    from_env = (not _defaults["explicit"] and
+                path == os.environ.get(SPM_PATH_ENV))
+    raise ValueError(f"{SPM_PATH_ENV + '=' if from_env else ''}{path}: no "
+                     "such SentencePiece model file.")
+  return path
 
 
 def default_vocabulary() -> RemBertVocabulary:
-  """Returns the vocabulary whose model path is in $REMBERT_SPM_PATH.
+  """A vocabulary whose file is `default_model_file()` at each use.
 
-  Nothing is read here: the variable is looked up when the vocabulary is
-  first used (encoding, vocab_size, ...), so registering tasks works without
-  a model on disk. Using it with the variable unset, or naming a missing
-  file, raises ValueError.
+  Nothing is read here, so registering tasks works without a model on disk.
+  Using it with no file chosen, or naming a missing file, raises ValueError.
   """
   return RemBertVocabulary(None)
+
+
+def find_checkpoint_vocabulary(checkpoint_path: str) -> Optional[str]:
+  """The `sentencepiece.model` that belongs to a checkpoint, if any.
+
+  Looked up in the path itself and in the MODEL_DIR above a step directory:
+  ours (`MODEL_DIR/checkpoints[/<step>]`) and T5X's (`MODEL_DIR/checkpoint_N`).
+  """
+  path = checkpoint_path.rstrip("/")
+  candidates = [path]
+  parent, name = os.path.split(path)
+  if name == "checkpoints" or re.fullmatch(r"checkpoint_\d+", name):
+    candidates.append(parent)
+  elif name.isdigit() and os.path.basename(parent) == "checkpoints":
+    candidates.append(os.path.dirname(parent))
+  for directory in candidates:
+    model_file = os.path.join(directory, VOCABULARY_FILENAME)
+    if tf.io.gfile.exists(model_file):
+      return model_file
+  return None
+
+
+def use_checkpoint_vocabulary(*checkpoint_paths: Optional[str],
+                              sentencepiece_model: Optional[str] = None
+                              ) -> Optional[str]:
+  """Makes a run's vocabulary the default of lazy vocabularies.
+
+  Call it when a run starts, before a task's vocabulary is first used; each
+  call replaces the previous run's choice (a process may run several).
+  `sentencepiece_model` (an explicit choice) wins over $REMBERT_SPM_PATH,
+  which wins over the first of `checkpoint_paths` (None entries are
+  skipped) that holds a `sentencepiece.model`.
+
+  Returns:
+    The file lazy vocabularies now use, or None if none is chosen.
+  """
+  _defaults["explicit"] = sentencepiece_model or None
+  _defaults["checkpoint"] = None
+  for path in checkpoint_paths:
+    found = find_checkpoint_vocabulary(path) if path else None
+    if found:
+      _defaults["checkpoint"] = found
+      break
+  return _default_model_file_or_none()
+
+
+def save_vocabulary(model_file: str, directory: str) -> str:
+  """Copies `model_file` to `directory/sentencepiece.model` (a run's own copy).
+
+  A directory that already holds a different vocabulary is an error: its
+  checkpoints' ids would mean other pieces.
+
+  Returns:
+    The path written (or already there).
+  """
+  target = os.path.join(directory, VOCABULARY_FILENAME)
+  with tf.io.gfile.GFile(model_file, "rb") as f:
+    data = f.read()
+  if tf.io.gfile.exists(target):
+    with tf.io.gfile.GFile(target, "rb") as f:
+      if f.read() != data:
+        raise ValueError(
+            f"{target} differs from the vocabulary this run uses "
+            f"({model_file}): the directory's checkpoints were made with "
+            "another vocabulary; use a new directory, or that vocabulary.")
+    return target
+  tf.io.gfile.makedirs(directory)
+  if "://" in directory:
+    with tf.io.gfile.GFile(target, "wb") as f:
+      f.write(data)
+  else:
+    from rembert_t5x import io_utils  # pylint: disable=g-import-not-at-top
+    io_utils.atomic_write_bytes(target, data)
+  return target
+
+
+@gin.configurable
+def checkpoint_vocabulary(checkpoint_path: Optional[str] = None,
+                          model_dir: Optional[str] = None,
+                          sentencepiece_model: Optional[str] = None
+                          ) -> RemBertVocabulary:
+  """Gin hook of T5X runs: the run's vocabulary, from its checkpoint.
+
+  Bound as the model's `input_vocabulary` (gin_configs/runs/*_base.gin), so
+  it runs when T5X builds the model, before any dataset. Makes
+  `sentencepiece_model`, else $REMBERT_SPM_PATH, else the vocabulary beside
+  `checkpoint_path` (INITIAL_CHECKPOINT_PATH / CHECKPOINT_PATH) or in
+  `model_dir` (a resumed run) the default of the lazy task vocabularies, and
+  copies it into `model_dir` so later runs and evaluations from there find
+  it.
+
+  Returns:
+    The lazy default vocabulary (equal to the tasks' default vocabulary).
+  """
+  chosen = use_checkpoint_vocabulary(checkpoint_path, model_dir,
+                                     sentencepiece_model=sentencepiece_model)
+  if chosen and model_dir:
+    save_vocabulary(chosen, model_dir)
+  return default_vocabulary()
+
+
+def move_special_pieces(model_file: str, output_file: str,
+                        positions: Mapping[str, int]) -> str:
+  """Writes a copy of a SentencePiece model with pieces moved to new ids.
+
+  Tokenisation is unchanged up to the id permutation (a unigram model's
+  segmentation depends on piece scores, not positions); the other pieces
+  keep their order. Used to build vocabularies with another model's layout,
+  e.g. the released RemBERT's [CLS]=312, [SEP]=313, for tests.
+
+  Args:
+    model_file: the source `.model`.
+    output_file: where to write the result.
+    positions: piece -> new id (ids must be distinct and < the piece count).
+
+  Returns:
+    `output_file`.
+  """
+  proto = sentencepiece_model_pb2.ModelProto()
+  with tf.io.gfile.GFile(model_file, "rb") as f:
+    proto.ParseFromString(f.read())
+  pieces = list(proto.pieces)
+  by_name = {p.piece: p for p in pieces}
+  if len(set(positions.values())) != len(positions) or any(
+      not 0 <= i < len(pieces) for i in positions.values()):
+    raise ValueError(f"positions {dict(positions)} must be distinct ids in "
+                     f"[0, {len(pieces)}).")
+  missing = [name for name in positions if name not in by_name]
+  if missing:
+    raise ValueError(f"{model_file}: no piece {missing[0]!r} to move.")
+  rest = iter(p for p in pieces if p.piece not in positions)
+  placed = {i: by_name[name] for name, i in positions.items()}
+  ordered = [placed[i] if i in placed else next(rest)
+             for i in range(len(pieces))]
+  new_pieces = [sentencepiece_model_pb2.ModelProto.SentencePiece()
+                for _ in ordered]
+  for new, old in zip(new_pieces, ordered):
+    new.CopyFrom(old)
+  del proto.pieces[:]
+  proto.pieces.extend(new_pieces)
+  names = [p.piece for p in new_pieces]
+  spec = proto.trainer_spec
+  # Keep the trainer spec's ids consistent with the moved pieces.
+  for id_field, piece_field in (("unk_id", "unk_piece"), ("pad_id", "pad_piece"),
+                                ("bos_id", "bos_piece"), ("eos_id", "eos_piece")):
+    if getattr(spec, id_field) >= 0 and getattr(spec, piece_field) in names:
+      setattr(spec, id_field, names.index(getattr(spec, piece_field)))
+  with tf.io.gfile.GFile(output_file, "wb") as f:
+    f.write(proto.SerializeToString())
+  return output_file
 
 
 def alpha_sampling_rates(counts: Dict[str, float],
@@ -301,8 +637,9 @@ def train_sentencepiece(files_by_lang: Dict[str, Sequence[str]],
                         num_threads: int = 1) -> str:
   """Trains a SentencePiece unigram model on alpha-sampled multilingual text.
 
-  The training text is drawn with `sample_sentences` (p_l ∝ n_l^alpha), and
-  the model reserves [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4.
+  The training text is drawn with `sample_sentences` (p_l ∝ n_l^alpha) and
+  pre-normalised as at encoding time; the model reserves
+  [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4 (`TRAINED_LAYOUT`).
 
   Args:
     files_by_lang: language code -> list of UTF-8 text files.
@@ -319,9 +656,9 @@ def train_sentencepiece(files_by_lang: Dict[str, Sequence[str]],
   Returns:
     The path of the written `.model` file.
   """
-  if vocab_size <= NUM_SPECIAL_IDS:
+  if vocab_size <= len(SPECIAL_PIECES):
     raise ValueError(
-        f"vocab_size must exceed {NUM_SPECIAL_IDS} (the special ids), got "
+        f"vocab_size must exceed {len(SPECIAL_PIECES)} (the special ids), got "
         f"{vocab_size}.")
   sampled = sample_sentences(files_by_lang, max_sentences, alpha, seed)
   out_dir = os.path.dirname(os.path.abspath(model_prefix))
@@ -331,7 +668,7 @@ def train_sentencepiece(files_by_lang: Dict[str, Sequence[str]],
     corpus_path = f.name
     for lang in sorted(sampled):
       for line in sampled[lang]:
-        f.write(line + "\n")
+        f.write(prenormalize(line)[0] + "\n")
   try:
     spm.SentencePieceTrainer.train(
         input=corpus_path,
@@ -342,9 +679,9 @@ def train_sentencepiece(files_by_lang: Dict[str, Sequence[str]],
         # Sampling already happened above; let SentencePiece read it all.
         input_sentence_size=0,
         shuffle_input_sentence=False,
-        pad_id=PAD_ID,
+        pad_id=TRAINED_LAYOUT.pad,
         pad_piece=PAD_PIECE,
-        unk_id=UNK_ID,
+        unk_id=TRAINED_LAYOUT.unk,
         unk_piece=UNK_PIECE,
         bos_id=-1,
         eos_id=-1,
@@ -360,6 +697,9 @@ def train_sentencepiece(files_by_lang: Dict[str, Sequence[str]],
     os.remove(corpus_path)
   model_path = model_prefix + ".model"
   # Fail here, not in a later training run, if the ids came out wrong.
-  _check_special_pieces(
-      spm.SentencePieceProcessor(model_file=model_path), model_path)
+  ids = read_special_ids(spm.SentencePieceProcessor(model_file=model_path),
+                         model_path)
+  if ids != TRAINED_LAYOUT:
+    raise ValueError(f"{model_path}: special ids {ids} are not the trained "
+                     f"layout {TRAINED_LAYOUT}.")
   return model_path

@@ -8,7 +8,8 @@ Task features follow docs/DESIGN.md:
   retrieval:           input_tokens, token_types, targets = [side, index]
 
 Every sequence is `[CLS] ... [SEP]` (pairs: `[CLS] a [SEP] b [SEP]`), with
-the special ids of `rembert_t5x.vocabulary`. Sequence lengths come from the
+the special ids the task's vocabulary gives its pieces, read when the dataset
+is built (`vocabulary.special_ids`). Sequence lengths come from the
 `sequence_length["input_tokens"]` seqio passes to the preprocessors.
 
 Model predictions the postprocessors expect (after seqio decodes them through
@@ -31,10 +32,6 @@ import tensorflow as tf
 from rembert_t5x import metrics as metrics_lib
 from rembert_t5x import vocabulary as vocab_lib
 from rembert_t5x import xtreme_readers
-
-CLS_ID = vocab_lib.CLS_ID
-SEP_ID = vocab_lib.SEP_ID
-UNK_ID = vocab_lib.UNK_ID
 
 # Retrieval `targets[0]`: which side of a parallel corpus a sentence is on.
 SIDE_SOURCE = 0   # the non-English sentence
@@ -164,7 +161,8 @@ def encode_sentence_pair(ex: Dict[str, tf.Tensor],
 
   Input:
     {"sentence1": "The cat sat.", "sentence2": "A cat sits.", "label": 0}
-  Output (ids illustrative; length <= sequence_length["input_tokens"]):
+  Output (ids illustrative, [CLS]=2 and [SEP]=3; length <=
+  sequence_length["input_tokens"]):
     {"input_tokens": [2, 41, 9, 77, 3, 12, 9, 80, 3],
      "token_types":  [0, 0, 0, 0, 0, 1, 1, 1, 1],
      "label": 0,
@@ -178,13 +176,15 @@ def encode_sentence_pair(ex: Dict[str, tf.Tensor],
     tf.errors.InvalidArgumentError: `label` outside [0, num_classes).
   """
   vocab = output_features["input_tokens"].vocabulary
+  ids = vocab_lib.special_ids(vocab)
   length = _input_length(sequence_length, minimum=3)
   tokens_a = tf.cast(vocab.encode_tf(ex["sentence1"]), tf.int32)
   tokens_b = tf.cast(vocab.encode_tf(ex["sentence2"]), tf.int32)
   kept_a, kept_b = pair_truncation_lengths(
       tf.size(tokens_a), tf.size(tokens_b), length - 3)
   input_tokens = tf.concat(
-      [[CLS_ID], tokens_a[:kept_a], [SEP_ID], tokens_b[:kept_b], [SEP_ID]], 0)
+      [[ids.cls], tokens_a[:kept_a], [ids.sep], tokens_b[:kept_b], [ids.sep]],
+      0)
   token_types = tf.concat(
       [tf.zeros([kept_a + 2], tf.int32), tf.ones([kept_b + 1], tf.int32)], 0)
   label = _checked_class_id(ex["label"], num_classes, "label")
@@ -207,15 +207,16 @@ def encode_single_sentence(ex: Dict[str, tf.Tensor],
 
   Input:
     {"text": "Wie geht's?", "targets": [0, 17]}
-  Output:
+  Output ([CLS]=2, [SEP]=3):
     {"input_tokens": [2, 301, 55, 9, 3], "token_types": [0, 0, 0, 0, 0],
      "text": "Wie geht's?", "targets": [0, 17]}
   """
   vocab = output_features["input_tokens"].vocabulary
+  ids = vocab_lib.special_ids(vocab)
   length = _input_length(sequence_length, minimum=2)
   tokens = tf.cast(vocab.encode_tf(ex["text"]), tf.int32)[:length - 2]
   out = dict(ex)
-  out["input_tokens"] = tf.concat([[CLS_ID], tokens, [SEP_ID]], 0)
+  out["input_tokens"] = tf.concat([[ids.cls], tokens, [ids.sep]], 0)
   out["token_types"] = tf.zeros_like(out["input_tokens"])
   return out
 
@@ -273,6 +274,7 @@ def align_word_tags(ex: Dict[str, tf.Tensor],
       tag is outside [0, num_tags).
   """
   vocab = output_features["input_tokens"].vocabulary
+  ids = vocab_lib.special_ids(vocab)
   length = _input_length(sequence_length, minimum=3)
   words = ex["tokens"]
   num_words = tf.size(words)
@@ -290,7 +292,7 @@ def align_word_tags(ex: Dict[str, tf.Tensor],
   piece_counts = pieces.row_lengths()
   width = tf.reduce_max(tf.concat([piece_counts, [1]], 0))
   dense = pieces.to_tensor(
-      default_value=UNK_ID, shape=tf.stack([tf.cast(num_words, tf.int64),
+      default_value=ids.unk, shape=tf.stack([tf.cast(num_words, tf.int64),
                                             width]))
   pieces = tf.RaggedTensor.from_tensor(
       dense, lengths=tf.maximum(piece_counts, 1))
@@ -303,7 +305,7 @@ def align_word_tags(ex: Dict[str, tf.Tensor],
   weights = tf.cast(is_first, tf.float32)[:keep]
   flat_ids = flat_ids[:keep]
 
-  input_tokens = tf.concat([[CLS_ID], flat_ids, [SEP_ID]], 0)
+  input_tokens = tf.concat([[ids.cls], flat_ids, [ids.sep]], 0)
   return {
       "input_tokens": input_tokens,
       "token_types": tf.zeros_like(input_tokens),

@@ -1,11 +1,13 @@
 r"""Converts RemBERT checkpoints between Hugging Face, TF1 and our format.
 
   python scripts/convert_checkpoint.py hf-to-t5x --hf_dir=A --output_dir=B \
-      [--gin_file=gin_configs/models/paper/rembert.gin] [--vocab_size=N]
+      [--gin_file=gin_configs/models/paper/rembert.gin] [--vocab_size=N] \
+      [--vocab=A/sentencepiece.model]
   python scripts/convert_checkpoint.py t5x-to-hf --checkpoint_dir=B \
       --output_dir=C [--gin_file=...] [--hf_vocab_size=N]
   python scripts/convert_checkpoint.py tf-to-t5x --tf_checkpoint=CKPT \
-      --output_dir=B (--config_json=rembert_config.json | --gin_file=...)
+      --output_dir=B (--config_json=rembert_config.json | --gin_file=...) \
+      [--vocab=sentencepiece.model]
   python scripts/convert_checkpoint.py t5x-native --checkpoint_dir=B \
       --output_dir=C [--gin_file=...]
 
@@ -13,6 +15,11 @@ t5x-native (needs T5X: pip install -e ".[t5x]") writes a pre-training
 checkpoint B as T5X's own checkpoint C/checkpoint_0 (the MLM model's train
 state, step 0, fresh pretrain_mlm.gin optimizer state), which t5x.train
 restores with --gin.INITIAL_CHECKPOINT_PATH="'C/checkpoint_0'".
+
+The vocabulary travels with the weights: hf-to-t5x and tf-to-t5x write the
+SentencePiece model (A's sentencepiece.model, or --vocab) into B as
+sentencepiece.model, t5x-native and t5x-to-hf copy it on; runs started from
+B (or C) use it unless $REMBERT_SPM_PATH is set.
 
 Each command refuses a non-empty output directory unless --overwrite, writes
 it atomically and prints one JSON line (tensors, parameters, peak memory).
@@ -34,6 +41,8 @@ def _parser() -> argparse.ArgumentParser:
   hf.add_argument("--gin_file")
   hf.add_argument("--vocab_size", type=int,
                   help="strip padded vocabulary rows down to this size")
+  hf.add_argument("--vocab", help="SentencePiece model to carry (default: "
+                  "the HF directory's sentencepiece.model)")
   back = sub.add_parser("t5x-to-hf", help="ours -> Hugging Face directory")
   back.add_argument("--checkpoint_dir", required=True)
   back.add_argument("--gin_file")
@@ -46,6 +55,8 @@ def _parser() -> argparse.ArgumentParser:
   tf.add_argument("--config_json")
   tf.add_argument("--gin_file")
   tf.add_argument("--vocab_size", type=int)
+  tf.add_argument("--vocab", help="the checkpoint's SentencePiece model "
+                  "(default: a sentencepiece.model beside it)")
   native = sub.add_parser(
       "t5x-native", help="ours (MLM) -> T5X checkpoint OUT/checkpoint_0 "
       "that t5x.train restores (needs T5X)")
@@ -65,7 +76,8 @@ def main(argv=None) -> None:
     if args.command == "hf-to-t5x":
       summary = checkpoint_io.hf_to_t5x(
           args.hf_dir, args.output_dir, gin_file=args.gin_file,
-          vocab_size=args.vocab_size, overwrite=args.overwrite)
+          vocab_size=args.vocab_size, vocab=args.vocab,
+          overwrite=args.overwrite)
     elif args.command == "t5x-to-hf":
       summary = checkpoint_io.t5x_to_hf(
           args.checkpoint_dir, args.output_dir, gin_file=args.gin_file,
@@ -79,7 +91,7 @@ def main(argv=None) -> None:
       summary = checkpoint_io.tf_to_t5x(
           args.tf_checkpoint, args.output_dir, config_json=args.config_json,
           gin_file=args.gin_file, vocab_size=args.vocab_size,
-          overwrite=args.overwrite)
+          vocab=args.vocab, overwrite=args.overwrite)
   except cli.UserError as e:
     print(f"error: {str(e).strip().splitlines()[0]}", file=sys.stderr)
     sys.exit(2)

@@ -6,6 +6,7 @@ import pathlib
 import pytest
 
 from rembert_t5x import network
+from rembert_t5x import vocabulary
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
@@ -39,6 +40,53 @@ TINY_COUPLED_CONFIG = network.RemBertConfig(
     max_position_embeddings=40,
     tie_embeddings=True,
 )
+
+
+# The special ids of the released RemBERT vocabulary (Hugging Face
+# `google/rembert`): [PAD]=0, [CLS]=312, [SEP]=313 are its config.json's
+# pad/bos/eos_token_id. [UNK]=2 is what transformers' RemBertTokenizer
+# assumes (it builds its Unigram model with unk_id=2; Google's SentencePiece
+# models usually put pad 0, eos 1, unk 2). [MASK]'s id could not be looked up
+# offline: 336 is our choice, away from 0-4 like the others.
+RELEASED_LAYOUT = {"[PAD]": 0, "[UNK]": 2, "[CLS]": 312, "[SEP]": 313,
+                   "[MASK]": 336}
+RELEASED_LAYOUT_IDS = vocabulary.SpecialIds(
+    *(RELEASED_LAYOUT[p] for p in vocabulary.SPECIAL_PIECES))
+
+
+def released_layout_vocabulary(model_file: str, output_file: str) -> str:
+  """A copy of a (>= 337-piece) SentencePiece model in the released layout.
+
+  Same tokenisation as `model_file`, special pieces moved to
+  RELEASED_LAYOUT's ids (vocabulary.move_special_pieces).
+  """
+  return vocabulary.move_special_pieces(model_file, output_file,
+                                        RELEASED_LAYOUT)
+
+
+def write_hf_tokenizer_files(model_file: str, directory) -> pathlib.Path:
+  """Writes what the hub's `google/rembert` has for its tokenizer.
+
+  `sentencepiece.model`, `tokenizer_config.json` with the released fields,
+  and `tokenizer.json` made by transformers' own RemBertConverter (as the
+  hub's was). Needed because transformers 5.x builds RemBertTokenizer from a
+  bare `.model` without its `[CLS] a [SEP] b [SEP]` template.
+  """
+  import json  # pylint: disable=g-import-not-at-top
+  import shutil  # pylint: disable=g-import-not-at-top
+  from transformers import RemBertTokenizer  # pylint: disable=g-import-not-at-top
+  from transformers.convert_slow_tokenizer import RemBertConverter  # pylint: disable=g-import-not-at-top
+  directory = pathlib.Path(directory)
+  directory.mkdir(parents=True, exist_ok=True)
+  shutil.copyfile(model_file, directory / vocabulary.VOCABULARY_FILENAME)
+  (directory / "tokenizer_config.json").write_text(json.dumps({
+      "tokenizer_class": "RemBertTokenizer", "do_lower_case": False,
+      "keep_accents": True, "remove_space": True, "bos_token": "[CLS]",
+      "eos_token": "[SEP]", "cls_token": "[CLS]", "sep_token": "[SEP]",
+      "unk_token": "[UNK]", "pad_token": "[PAD]", "mask_token": "[MASK]"}))
+  bare = RemBertTokenizer.from_pretrained(str(directory))
+  RemBertConverter(bare).converted().save(str(directory / "tokenizer.json"))
+  return directory
 
 
 def shared_data_dir(name: str) -> pathlib.Path:

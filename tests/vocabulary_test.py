@@ -54,16 +54,17 @@ def test_special_ids(vocab):
   assert vocab.eos_id is None and vocab.bos_id is None
   # [MASK] is user-defined (typed masks encode to it); [CLS]/[SEP] are
   # control symbols that raw text can never produce.
-  assert vocabulary.MASK_ID in vocab.encode("a [MASK] b")
+  assert vocab.special_ids == vocabulary.TRAINED_LAYOUT
+  assert vocab.mask_id in vocab.encode("a [MASK] b")
   ids = vocab.encode("[CLS] x [SEP]")
-  assert vocabulary.CLS_ID not in ids and vocabulary.SEP_ID not in ids
+  assert vocab.cls_id not in ids and vocab.sep_id not in ids
 
 
 @pytest.mark.parametrize("lang", LANGS)
 def test_round_trip(vocab, lang):
   for text in _sentences(lang):
     ids = vocab.encode(text)
-    assert vocabulary.UNK_ID not in ids, text
+    assert vocab.unk_id not in ids, text
     expected = " ".join(unicodedata.normalize("NFKC", text).split())
     assert vocab.decode(ids) == expected
 
@@ -119,7 +120,8 @@ def test_vocabulary_without_special_tokens(tmp_path):
       input=str(TATOEBA / "tatoeba.deu-eng.deu"), model_prefix=prefix,
       vocab_size=300, minloglevel=2)
   vocab = vocabulary.RemBertVocabulary(prefix + ".model")
-  with pytest.raises(ValueError, match=r"plain\.model.*id 0"):
+  with pytest.raises(ValueError, match=r"plain\.model: SentencePiece model "
+                     r"has no piece '\[PAD\]'"):
     vocab.encode("hallo")
 
 
@@ -136,7 +138,7 @@ def test_default_vocabulary(vocab, monkeypatch, tmp_path):
   lazy = vocabulary.default_vocabulary()
   assert lazy == vocab
   assert lazy.encode("hallo") == vocab.encode("hallo")
-  assert lazy.mask_id == vocabulary.MASK_ID
+  assert lazy.special_ids == vocab.special_ids
   assert lazy == vocab
 
 
