@@ -44,6 +44,7 @@ import seqio
 import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2
 import tensorflow as tf
+import tensorflow_text as tf_text
 
 from rembert_t5x import text_sources
 
@@ -175,6 +176,11 @@ def _encode_pieces(tokenizer: spm.SentencePieceProcessor, text: str):
   pieces = list(tokenizer.encode(text, out_type="proto").pieces)
   if len(pieces) >= 2 and _doubled_prefix(pieces[0].piece, pieces[1].piece):
     pieces = pieces[1:]
+  elif (len(pieces) == 1 and pieces[0].piece == _SPACE and
+        tokenizer.normalize(text) == _SPACE):
+    # Text the normaliser deletes entirely ("\x01"): SentencePiece still
+    # adds its "▁" prefix, HF gives nothing.
+    pieces = []
   return pieces
 
 
@@ -326,7 +332,8 @@ class RemBertVocabulary(seqio.SentencePieceVocabulary):
     """Scalar string -> int32 [n]; string [k] -> ragged int32 [k, (n)]."""
     tokenizer = self.tf_tokenizer
     scalar = s.shape.rank == 0
-    ids = tokenizer.tokenize(_prenormalize_tf(tf.reshape(s, [-1])))
+    text = _prenormalize_tf(tf.reshape(s, [-1]))
+    ids = tokenizer.tokenize(text)
     ids = tf.cast(ids, tf.int32)
     first = tokenizer.id_to_string(ids[:, :1])
     second = tokenizer.id_to_string(ids[:, 1:2])
@@ -335,10 +342,26 @@ class RemBertVocabulary(seqio.SentencePieceVocabulary):
     second_head = tf.strings.substr(second, 0, 1, unit="UTF8_CHAR")
     drop = (tf.reduce_any(tf.math.equal(first, _SPACE), axis=1) &
             tf.reduce_any(tf.math.equal(second_head, _SPACE), axis=1))
+    # Rows of one "▁" whose text normalises to nothing (see _encode_pieces)
+    # become empty; such rows are rare, so only they are tokenised again,
+    # without the "▁" prefix, to tell them from a real single space.
+    lone = (ids.row_lengths() == 1) & tf.reduce_any(
+        tf.math.equal(first, _SPACE), axis=1)
+    candidates = tf.boolean_mask(text, lone)
+    empty = tf.equal(self._no_prefix_tf_tokenizer().tokenize(
+        candidates).row_lengths(), 0)
+    drop_all = tf.scatter_nd(tf.where(lone), tf.cast(empty, tf.int32),
+                             tf.shape(lone, out_type=tf.int64)) > 0
     position = tf.ragged.range(ids.row_lengths())
-    keep = ~((position == 0) & tf.expand_dims(drop, 1))
+    keep = ~(((position == 0) & tf.expand_dims(drop, 1)) |
+             tf.expand_dims(drop_all, 1))
     ids = tf.ragged.boolean_mask(ids, keep)
     return ids[0] if scalar else ids
+
+  def _no_prefix_tf_tokenizer(self):
+    proto = sentencepiece_model_pb2.ModelProto.FromString(self.sp_model)
+    proto.normalizer_spec.add_dummy_prefix = False
+    return tf_text.SentencepieceTokenizer(model=proto.SerializeToString())
 
   def encode_with_offsets(
       self, text: str) -> Tuple[List[int], List[Tuple[int, int]]]:

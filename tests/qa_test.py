@@ -54,7 +54,8 @@ def vocab(tmp_path_factory):
   return vocabulary.RemBertVocabulary(path)
 
 
-def _check_window_invariants(windows, example, max_seq_length):
+def _check_window_invariants(windows, example, max_seq_length,
+                             ids=vocabulary.TRAINED_LAYOUT):
   """Shape, special-token, token-type and offset invariants of windows."""
   context = example.context
   covered = set()
@@ -63,12 +64,12 @@ def _check_window_invariants(windows, example, max_seq_length):
     assert n <= max_seq_length
     assert w.token_types.shape == (n,)
     assert w.token_offsets.shape == (n, 2)
-    assert w.input_tokens[0] == vocabulary.CLS_ID
-    assert w.input_tokens[-1] == vocabulary.SEP_ID
+    assert w.input_tokens[0] == ids.cls
+    assert w.input_tokens[-1] == ids.sep
     is_context = w.token_offsets[:, 0] != qa.NO_OFFSET
     first = int(np.argmax(is_context)) if is_context.any() else n - 1
     # [CLS] q [SEP] has type 0, the context and the last [SEP] type 1.
-    assert w.input_tokens[first - 1] == vocabulary.SEP_ID
+    assert w.input_tokens[first - 1] == ids.sep
     assert (w.token_types[:first] == 0).all()
     assert (w.token_types[first:] == 1).all()
     assert is_context[first:-1].all() and not is_context[-1]
@@ -403,7 +404,7 @@ def test_xquad_gold_spans_round_trip(xquad_vocab, lang):
       # Each token's characters come from its span of the context, up to
       # SentencePiece's NFKC normalisation (a shifted offset breaks this).
       for token, (s, e) in zip(w.input_tokens, w.token_offsets):
-        if s == qa.NO_OFFSET or s == e or token == vocabulary.UNK_ID:
+        if s == qa.NO_OFFSET or s == e or token == xquad_vocab.unk_id:
           continue
         # Skip where NFKC rewrites the neighbourhood ("6½" -> "61⁄2" gives a
         # piece "61" over the "6").
@@ -411,7 +412,9 @@ def test_xquad_gold_spans_round_trip(xquad_vocab, lang):
         if unicodedata.normalize("NFKC", near) != near:
           continue
         piece = pieces.IdToPiece(int(token)).replace("\u2581", "")
-        surface = example.context[s:e]
+        # The span is of the original text, before "''" -> '"' (HF's
+        # pre-normalisation, vocabulary.prenormalize).
+        surface = vocabulary.prenormalize(example.context[s:e])[0]
         assert not collections.Counter(piece) - collections.Counter(surface), (
             piece, surface)
       windows.append(w)

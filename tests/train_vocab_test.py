@@ -39,7 +39,7 @@ def test_train_vocab_on_tatoeba_glob(tmp_path):
     line = (TATOEBA / f"tatoeba.{lang}-eng.{lang}").read_text(
         "utf-8").splitlines()[0]
     ids, offsets = vocab.encode_with_offsets(line)
-    assert vocabulary.UNK_ID not in ids
+    assert vocab.unk_id not in ids
     assert "".join(line[s:e] for s, e in offsets) == "".join(line.split())
 
 
