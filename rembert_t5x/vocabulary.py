@@ -244,13 +244,25 @@ class RemBertVocabulary(seqio.SentencePieceVocabulary):
         RemBERT; kept for seqio compatibility).
     """
     super().__init__(sentencepiece_model_file, extra_ids=extra_ids,
-                     normalizer_spec_overrides=_NORMALIZER_OVERRIDES)
+                     normalizer_spec_overrides=_NORMALIZER_OVERRIDES,
+                     use_fast_tokenizer=True)
     self._lazy = sentencepiece_model_file is None
     self._special_ids = None
+    self._space_cache = None
+
+  def __getstate__(self):
+    state = super().__getstate__()
+    state.pop("_space_cache", None)
+    # The override proto does not pickle (its module's import name); it is
+    # the same constant for every instance.
+    state.pop("_normalizer_spec_overrides", None)
+    return state
 
   def __setstate__(self, state):
     super().__setstate__(state)
+    self._normalizer_spec_overrides = _NORMALIZER_OVERRIDES
     self._special_ids = None
+    self._space_cache = None
 
   def __eq__(self, other):
     if not isinstance(other, seqio.SentencePieceVocabulary):
@@ -275,6 +287,7 @@ class RemBertVocabulary(seqio.SentencePieceVocabulary):
       self._sentencepiece_model_file = path
       self._model = None
       self._special_ids = None
+      self._space_cache = None
     try:
       context = super()._model_context()
     except Exception as e:  # pylint: disable=broad-except
@@ -329,27 +342,29 @@ class RemBertVocabulary(seqio.SentencePieceVocabulary):
     return [p.id for p in _encode_pieces(self.tokenizer, normalized)]
 
   def _encode_tf(self, s: tf.Tensor) -> tf.Tensor:
-    """Scalar string -> int32 [n]; string [k] -> ragged int32 [k, (n)]."""
-    tokenizer = self.tf_tokenizer
+    """Scalar string -> int32 [n]; string [k] -> ragged int32 [k, (n)].
+
+    Uses tf_text's FastSentencepieceTokenizer (`use_fast_tokenizer`): it
+    breaks ties between equal-score segmentations ("000" -> "0" "00") as the
+    Python SentencePiece library and HF do; the older SentencepieceTokenizer
+    op does not always.
+    """
     scalar = s.shape.rank == 0
     text = _prenormalize_tf(tf.reshape(s, [-1]))
-    ids = tokenizer.tokenize(text)
-    ids = tf.cast(ids, tf.int32)
-    first = tokenizer.id_to_string(ids[:, :1])
-    second = tokenizer.id_to_string(ids[:, 1:2])
+    ids = tf.cast(self.tf_tokenizer.tokenize(text), tf.int32)
+    ids = ids.with_row_splits_dtype(tf.int64)
+    space_id, space_initial = self._space_pieces()
+    first_is_space = tf.reduce_any(tf.equal(ids[:, :1], space_id), axis=1)
     # Rows whose two first pieces are a doubled "▁" prefix (see
     # `_doubled_prefix`) lose the first one.
-    second_head = tf.strings.substr(second, 0, 1, unit="UTF8_CHAR")
-    drop = (tf.reduce_any(tf.math.equal(first, _SPACE), axis=1) &
-            tf.reduce_any(tf.math.equal(second_head, _SPACE), axis=1))
+    drop = first_is_space & tf.reduce_any(
+        tf.gather(tf.constant(space_initial), ids[:, 1:2]), axis=1)
     # Rows of one "▁" whose text normalises to nothing (see _encode_pieces)
     # become empty; such rows are rare, so only they are tokenised again,
     # without the "▁" prefix, to tell them from a real single space.
-    lone = (ids.row_lengths() == 1) & tf.reduce_any(
-        tf.math.equal(first, _SPACE), axis=1)
-    candidates = tf.boolean_mask(text, lone)
+    lone = (ids.row_lengths() == 1) & first_is_space
     empty = tf.equal(self._no_prefix_tf_tokenizer().tokenize(
-        candidates).row_lengths(), 0)
+        tf.boolean_mask(text, lone)).row_lengths(), 0)
     drop_all = tf.scatter_nd(tf.where(lone), tf.cast(empty, tf.int32),
                              tf.shape(lone, out_type=tf.int64)) > 0
     position = tf.ragged.range(ids.row_lengths())
@@ -358,10 +373,23 @@ class RemBertVocabulary(seqio.SentencePieceVocabulary):
     ids = tf.ragged.boolean_mask(ids, keep)
     return ids[0] if scalar else ids
 
+  def _space_pieces(self) -> Tuple[int, np.ndarray]:
+    """The id of the piece "▁" (-1 if none), and which pieces start with it."""
+    tokenizer = self.tokenizer
+    if self._space_cache is None or self._space_cache[0] != tokenizer:
+      space_id = tokenizer.PieceToId(_SPACE)
+      if tokenizer.IdToPiece(space_id) != _SPACE:
+        space_id = -1
+      initial = np.array([tokenizer.IdToPiece(i).startswith(_SPACE)
+                          for i in range(tokenizer.GetPieceSize())])
+      self._space_cache = (tokenizer, space_id, initial)
+    return self._space_cache[1], self._space_cache[2]
+
   def _no_prefix_tf_tokenizer(self):
     proto = sentencepiece_model_pb2.ModelProto.FromString(self.sp_model)
     proto.normalizer_spec.add_dummy_prefix = False
-    return tf_text.SentencepieceTokenizer(model=proto.SerializeToString())
+    return tf_text.FastSentencepieceTokenizer(
+        model=proto.SerializeToString())
 
   def encode_with_offsets(
       self, text: str) -> Tuple[List[int], List[Tuple[int, int]]]:

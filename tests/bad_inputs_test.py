@@ -521,8 +521,66 @@ def test_sentencepiece_model_without_rembert_special_ids(tmp_path):
                                  vocab_size=14, minloglevel=2)
   path = str(tmp_path / "plain.model")
   with pytest.raises(ValueError, match=f"{path}: SentencePiece model has "
-                     "piece '<unk>' at id 0, expected '\\[PAD\\]'"):
+                     "no piece '\\[PAD\\]'"):
     _ = vocabulary.RemBertVocabulary(path).vocab_size
+
+
+def test_sentencepiece_model_missing_one_special_piece(tmp_path, spm_model):
+  from sentencepiece import sentencepiece_model_pb2  # pylint: disable=g-import-not-at-top
+  proto = sentencepiece_model_pb2.ModelProto()
+  proto.ParseFromString(open(spm_model, "rb").read())
+  for piece in proto.pieces:
+    if piece.piece == "[MASK]":
+      piece.piece = "<mask>"
+  path = _file(tmp_path, "nomask.model", proto.SerializeToString())
+  with pytest.raises(ValueError, match=f"{path}: SentencePiece model has no "
+                     "piece '\\[MASK\\]'"):
+    _ = vocabulary.RemBertVocabulary(path).mask_id
+
+
+def test_sentencepiece_model_pad_not_at_id_0(tmp_path, spm_model):
+  path = vocabulary.move_special_pieces(spm_model, str(tmp_path / "p.model"),
+                                        {"[PAD]": 7})
+  with pytest.raises(ValueError, match=f"{path}: \\[PAD\\] is id 7, but "
+                     "seqio pads with id 0"):
+    _ = vocabulary.RemBertVocabulary(path).vocab_size
+
+
+def test_model_dir_holds_another_vocabulary(tmp_path, spm_model):
+  other = vocabulary.move_special_pieces(
+      spm_model, str(tmp_path / "other.model"), {"[CLS]": 20})
+  vocabulary.save_vocabulary(other, str(tmp_path / "m"))
+  with pytest.raises(ValueError, match=r"m/sentencepiece\.model differs from "
+                     "the vocabulary this run uses"):
+    vocabulary.save_vocabulary(spm_model, str(tmp_path / "m"))
+
+
+def _tiny_hf_dir(path, vocab_size):
+  transformers = pytest.importorskip("transformers")
+  from tests import network_hf_parity_test as parity  # pylint: disable=g-import-not-at-top
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  config = dataclasses.replace(test_utils.TINY_CONFIG, vocab_size=vocab_size)
+  transformers.RemBertForMaskedLM(parity._hf_config(config)).save_pretrained(  # pylint: disable=protected-access
+      path)
+  return str(path)
+
+
+def test_converter_vocabulary_larger_than_the_embedding(tmp_path, spm_model):
+  hf_dir = _tiny_hf_dir(tmp_path / "hf", vocab_size=20)  # spm_model: 30
+  from rembert_t5x import checkpoint_io  # pylint: disable=g-import-not-at-top
+  with pytest.raises(cli.UserError, match=f"{spm_model}: 30 pieces, but .*hf "
+                     "has 20 vocabulary rows"):
+    checkpoint_io.hf_to_t5x(hf_dir, str(tmp_path / "out"), vocab=spm_model)
+  assert not (tmp_path / "out").exists()
+
+
+def test_converter_vocabulary_missing(tmp_path):
+  hf_dir = _tiny_hf_dir(tmp_path / "hf", vocab_size=40)
+  from rembert_t5x import checkpoint_io  # pylint: disable=g-import-not-at-top
+  with pytest.raises(cli.UserError, match=r"--vocab: .*/nope\.model: no such "
+                     "SentencePiece model file"):
+    checkpoint_io.hf_to_t5x(hf_dir, str(tmp_path / "out"),
+                            vocab=str(tmp_path / "nope.model"))
 
 
 def test_sentencepiece_path_variable_unset(monkeypatch):

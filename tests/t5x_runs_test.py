@@ -257,3 +257,62 @@ def test_model_parallel_overlay_builds_2x2_partitioner(monkeypatch,
                                           "model": 2}
   rules = dict(partitioner._logical_axis_rules)  # pylint: disable=protected-access
   assert rules["vocab"] == "model" and rules["output_embed"] is None
+
+
+@needs_t5x
+def test_vocabulary_hook_follows_the_checkpoint(monkeypatch, clean_gin,
+                                                tmp_path):
+  """INITIAL_CHECKPOINT_PATH's vocabulary reaches the tasks and MODEL_DIR.
+
+  As `t5x-native` leaves it: `C/sentencepiece.model` beside
+  `C/checkpoint_0`. Building the model (what t5x.train does before any
+  dataset) makes it the lazy tasks' vocabulary and copies it into
+  MODEL_DIR, where the t5x.eval run files find it from CHECKPOINT_PATH.
+  """
+  import seqio  # pylint: disable=g-import-not-at-top
+  from rembert_t5x import vocabulary  # pylint: disable=g-import-not-at-top
+  import rembert_tasks  # pylint: disable=g-import-not-at-top,unused-import
+  monkeypatch.delenv(vocabulary.SPM_PATH_ENV, raising=False)
+  corpus = tmp_path / "en.txt"
+  corpus.write_text("the cat sat on a mat\nthe dog ran far away\n" * 40,
+                    "utf-8")
+  trained = vocabulary.train_sentencepiece(
+      {"en": [str(corpus)]}, str(tmp_path / "spm"), 30,
+      character_coverage=1.0)
+  (tmp_path / "C").mkdir()
+  checkpoint_vocab = vocabulary.move_special_pieces(
+      trained, str(tmp_path / "C" / vocabulary.VOCABULARY_FILENAME),
+      {"[CLS]": 25, "[SEP]": 26, "[MASK]": 27})
+  model_dir = tmp_path / "ft"
+  gin = _parse(monkeypatch, "train", [
+      "gin_configs/models/tiny.gin", "gin_configs/runs/finetune_pawsx.gin",
+      "gin_configs/runs/t5x_cpu_tiny.gin"],
+               [f"INITIAL_CHECKPOINT_PATH = '{tmp_path}/C/checkpoint_0'",
+                f"MODEL_DIR = '{model_dir}'"])
+  model = _build_model(gin)
+  task_vocab = seqio.get_mixture_or_task(
+      "rembert_pawsx_train_en").output_features["input_tokens"].vocabulary
+  assert vocabulary.special_ids(task_vocab) == vocabulary.SpecialIds(
+      pad=0, unk=1, cls=25, sep=26, mask=27)
+  assert model.input_vocabulary == task_vocab
+  copied = model_dir / vocabulary.VOCABULARY_FILENAME
+  assert copied.read_bytes() == open(checkpoint_vocab, "rb").read()
+
+  # t5x.eval of the fine-tuned run: found through CHECKPOINT_PATH.
+  vocabulary.use_checkpoint_vocabulary()
+  gin = _parse(monkeypatch, "eval", [
+      "gin_configs/models/tiny.gin", "gin_configs/runs/eval_pawsx.gin"],
+               [f"CHECKPOINT_PATH = '{model_dir}/checkpoint_4'"])
+  _build_model(gin)
+  assert vocabulary.default_model_file() == str(copied)
+
+  # An explicit SENTENCEPIECE_MODEL wins over $REMBERT_SPM_PATH and the
+  # checkpoint's.
+  monkeypatch.setenv(vocabulary.SPM_PATH_ENV, trained)
+  gin = _parse(monkeypatch, "eval", [
+      "gin_configs/models/tiny.gin", "gin_configs/runs/eval_pawsx.gin"],
+               [f"CHECKPOINT_PATH = '{model_dir}/checkpoint_4'",
+                f"SENTENCEPIECE_MODEL = '{checkpoint_vocab}'"])
+  _build_model(gin)
+  assert vocabulary.default_model_file() == checkpoint_vocab
+  assert vocabulary.special_ids(task_vocab).cls == 25
