@@ -138,21 +138,25 @@ def _run_map(fn, examples, length, vocab, **kwargs):
                  output_features=features, **kwargs).as_numpy_iterator())
 
 
-@pytest.mark.parametrize("length", [512, 24])
+# 25 leaves an even budget (22) for the two segments. With an odd budget and
+# both segments cut, BERT's longest-first rule (ours, and transformers' old
+# Python tokenizers) gives the odd token to the first segment, while the Rust
+# rule of transformers 5.x gives it to the one that was longer; with an even
+# budget they agree.
+@pytest.mark.parametrize("length", [512, 25])
 def test_sentence_pairs_equal_hf(real, length):
   pairs = _pairs(real)
   examples = [{"sentence1": a, "sentence2": b, "label": 0} for a, b in pairs]
   ours = _run_map(xp.encode_sentence_pair, examples, length, real["ours"],
                   num_classes=2)
-  # Longest-first truncation to `length` (BERT's, and HF's default).
   expected = real["hf"]([a for a, _ in pairs], [b for _, b in pairs],
                         truncation="longest_first", max_length=length,
                         return_token_type_ids=True)
   for i, ex in enumerate(ours):
     assert ex["input_tokens"].tolist() == expected["input_ids"][i], pairs[i]
     assert ex["token_types"].tolist() == expected["token_type_ids"][i]
-  if length == 24:
-    assert any(len(ex["input_tokens"]) == 24 for ex in ours)
+  if length == 25:
+    assert sum(len(ex["input_tokens"]) == 25 for ex in ours) > 20
 
 
 def test_tagging_words_equal_hf(real):
