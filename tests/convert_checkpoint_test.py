@@ -25,6 +25,7 @@ from rembert_t5x import cli
 from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x import train
+from rembert_t5x import vocabulary
 from tests import checkpoint_conversion_test as table_test
 from tests import network_hf_parity_test as parity
 from tests import test_utils
@@ -209,8 +210,20 @@ def test_tf_checkpoint_to_ours(tmp_path):
   config_json.write_text(json.dumps(  # the release's config has no model_type
       {k: v for k, v in cc.hf_config_dict(CFG, cc.Head.ENCODER).items()
        if k not in ("model_type", "architectures")}))
+  # The release's vocabulary, given with --vocab (special pieces away from
+  # 0-4, as in the released layout), travels into the MODEL_DIR.
+  corpus = tmp_path / "en.txt"
+  corpus.write_text("the cat sat on a mat\nthe dog ran far away\n" * 40)
+  vocab = vocabulary.move_special_pieces(
+      vocabulary.train_sentencepiece({"en": [str(corpus)]},
+                                     str(tmp_path / "spm"), 24,
+                                     character_coverage=1.0),
+      str(tmp_path / "released.model"), {"[CLS]": 20, "[SEP]": 21})
   summary = checkpoint_io.tf_to_t5x(str(tmp_path / "tf"), str(tmp_path / "ours"),
-                                    config_json=str(config_json))
+                                    config_json=str(config_json), vocab=vocab)
+  copied = tmp_path / "ours" / vocabulary.VOCABULARY_FILENAME
+  assert summary.vocabulary == str(copied)
+  assert copied.read_bytes() == open(vocab, "rb").read()
   assert summary.tensors == 7 + 16 * CFG.num_layers
   assert summary.skipped == {"optimizer state": 2 * (count - 1) // 3 + 1,
                              "MLM head (output embedding)": 6, "pooler": 2}

@@ -143,6 +143,10 @@ def test_export_errors(tmp_path):
 @needs_t5x
 def test_cli_writes_checkpoint_0(tmp_path):
   _write_ours(tmp_path / "ours")
+  # The source's vocabulary lands beside checkpoint_0, where the T5X run
+  # files' hook looks from INITIAL_CHECKPOINT_PATH.
+  vocab = b"a SentencePiece model's bytes (copied, not read)"
+  (tmp_path / "ours" / "sentencepiece.model").write_bytes(vocab)
   env = {**os.environ, "PYTHONPATH": str(test_utils.REPO_ROOT),
          "JAX_PLATFORMS": "cpu"}
   result = subprocess.run(
@@ -155,3 +159,6 @@ def test_cli_writes_checkpoint_0(tmp_path):
   summary = json.loads(result.stdout.strip().splitlines()[-1])
   assert summary["head"] == "masked_lm"
   assert (tmp_path / "native" / "checkpoint_0" / "checkpoint").is_file()
+  copied = tmp_path / "native" / "sentencepiece.model"
+  assert summary["vocabulary"] == str(copied)
+  assert copied.read_bytes() == vocab

@@ -277,12 +277,12 @@ def test_vocabulary_hook_follows_the_checkpoint(monkeypatch, clean_gin,
   corpus.write_text("the cat sat on a mat\nthe dog ran far away\n" * 40,
                     "utf-8")
   trained = vocabulary.train_sentencepiece(
-      {"en": [str(corpus)]}, str(tmp_path / "spm"), 30,
+      {"en": [str(corpus)]}, str(tmp_path / "spm"), 24,
       character_coverage=1.0)
   (tmp_path / "C").mkdir()
   checkpoint_vocab = vocabulary.move_special_pieces(
       trained, str(tmp_path / "C" / vocabulary.VOCABULARY_FILENAME),
-      {"[CLS]": 25, "[SEP]": 26, "[MASK]": 27})
+      {"[CLS]": 20, "[SEP]": 21, "[MASK]": 22})
   model_dir = tmp_path / "ft"
   gin = _parse(monkeypatch, "train", [
       "gin_configs/models/tiny.gin", "gin_configs/runs/finetune_pawsx.gin",
@@ -293,7 +293,7 @@ def test_vocabulary_hook_follows_the_checkpoint(monkeypatch, clean_gin,
   task_vocab = seqio.get_mixture_or_task(
       "rembert_pawsx_train_en").output_features["input_tokens"].vocabulary
   assert vocabulary.special_ids(task_vocab) == vocabulary.SpecialIds(
-      pad=0, unk=1, cls=25, sep=26, mask=27)
+      pad=0, unk=1, cls=20, sep=21, mask=22)
   assert model.input_vocabulary == task_vocab
   copied = model_dir / vocabulary.VOCABULARY_FILENAME
   assert copied.read_bytes() == open(checkpoint_vocab, "rb").read()
@@ -315,4 +315,4 @@ def test_vocabulary_hook_follows_the_checkpoint(monkeypatch, clean_gin,
                 f"SENTENCEPIECE_MODEL = '{checkpoint_vocab}'"])
   _build_model(gin)
   assert vocabulary.default_model_file() == checkpoint_vocab
-  assert vocabulary.special_ids(task_vocab).cls == 25
+  assert vocabulary.special_ids(task_vocab).cls == 20
