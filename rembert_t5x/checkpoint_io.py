@@ -633,7 +633,8 @@ def hf_to_t5x(hf_dir: str, output_dir: str, *, gin_file: Optional[str] = None,
   return Summary(str(output_dir), head.value, len(entries), count,
                  (source_vocab or config.vocab_size) - config.vocab_size,
                  {"pooler": skipped} if skipped else {},
-                 peak_rss_bytes() / 2**20, written_vocabulary(vocab_file, output_dir))
+                 peak_rss_bytes() / 2**20,
+                 written_vocabulary(vocab_file, output_dir))
 
 
 def tf_to_t5x(tf_checkpoint: str, output_dir: str, *,
@@ -768,4 +769,5 @@ def t5x_to_hf(checkpoint_dir: str, output_dir: str, *,
   count = sum(math.prod(s) for _, s, _ in specs)
   return Summary(str(output_dir), head.value, len(entries), count,
                  (hf_vocab_size or config.vocab_size) - config.vocab_size, {},
-                 peak_rss_bytes() / 2**20, written_vocabulary(vocab_file, output_dir))
+                 peak_rss_bytes() / 2**20,
+                 written_vocabulary(vocab_file, output_dir))

@@ -162,8 +162,8 @@ def save_task_vocabulary(model_dir: pathlib.Path, task_name: str) -> None:
   """Copies the task's SentencePiece model into MODEL_DIR (sentencepiece.model).
 
   Runs started from this MODEL_DIR (fine-tuning, evaluation, a resume) then
-  find the vocabulary its checkpoints were made with, whatever
-  $REMBERT_SPM_PATH says later (`vocabulary.use_checkpoint_vocabulary`).
+  use the vocabulary its checkpoints were made with, unless
+  $REMBERT_SPM_PATH names another (`vocabulary.use_checkpoint_vocabulary`).
   """
   task = get_task_or_mixture(task_name)
   files = set()

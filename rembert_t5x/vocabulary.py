@@ -18,8 +18,11 @@ Tokenisation equals Hugging Face's `RemBertTokenizer` on the same `.model`
 (tests/vocabulary_parity_test.py): before SentencePiece, "``" and "''"
 become '"' and runs of spaces one space (ALBERT's preprocessing, which HF's
 converter keeps); SentencePiece then keeps the remaining whitespace as
-"▁" pieces instead of stripping it, and a leading whitespace gets no extra
-"▁" prefix — as HF's Metaspace pre-tokenizer does.
+"▁" pieces instead of stripping it, a leading whitespace gets no extra
+"▁" prefix and text the normaliser deletes entirely gives no piece — as HF's
+Metaspace pre-tokenizer does. One deliberate difference: HF also splits the
+literal strings "[CLS]", "[SEP]", "[PAD]", "[UNK]" out of raw text as special
+tokens; here raw text goes to SentencePiece as it is.
 
 Which vocabulary a task uses: registered tasks get a lazy one
 (`default_vocabulary()`) that resolves its file on use, in this order:
@@ -162,7 +165,8 @@ def _prenormalize_tf(text: tf.Tensor) -> tf.Tensor:
   return tf.strings.regex_replace(text, " {2,}", " ")
 
 
-def _doubled_prefix(first_piece: str, second_piece: Optional[str]) -> bool:
+def _doubled_prefix(first_piece: str,
+                    second_piece: Optional[str]) -> bool:
   # SentencePiece adds "▁" before text that already starts with whitespace
   # ("▁▁x" -> "▁", "▁x"); HF's Metaspace does not. Pieces never span a "▁"
   # boundary, so a lone first "▁" followed by a "▁"-initial piece is that
@@ -376,16 +380,16 @@ class RemBertVocabulary(seqio.SentencePieceVocabulary):
     return ids[0] if scalar else ids
 
   def _space_pieces(self) -> Tuple[int, np.ndarray]:
-    """The id of the piece "▁" (-1 if none), and which pieces start with it."""
-    tokenizer = self.tokenizer
-    if self._space_cache is None or self._space_cache[0] != tokenizer:
+    """The id of the piece "▁" (-1 if none); which pieces start with "▁"."""
+    tokenizer = self.tokenizer  # (re)loads; a new file resets the cache
+    if self._space_cache is None:
       space_id = tokenizer.PieceToId(_SPACE)
       if tokenizer.IdToPiece(space_id) != _SPACE:
         space_id = -1
       initial = np.array([tokenizer.IdToPiece(i).startswith(_SPACE)
                           for i in range(tokenizer.GetPieceSize())])
-      self._space_cache = (tokenizer, space_id, initial)
-    return self._space_cache[1], self._space_cache[2]
+      self._space_cache = (space_id, initial)
+    return self._space_cache
 
   def _no_prefix_tf_tokenizer(self):
     proto = sentencepiece_model_pb2.ModelProto.FromString(self.sp_model)
@@ -602,10 +606,10 @@ def move_special_pieces(model_file: str, output_file: str,
   names = [p.piece for p in new_pieces]
   spec = proto.trainer_spec
   # Keep the trainer spec's ids consistent with the moved pieces.
-  for id_field, piece_field in (("unk_id", "unk_piece"), ("pad_id", "pad_piece"),
-                                ("bos_id", "bos_piece"), ("eos_id", "eos_piece")):
-    if getattr(spec, id_field) >= 0 and getattr(spec, piece_field) in names:
-      setattr(spec, id_field, names.index(getattr(spec, piece_field)))
+  for kind in ("unk", "pad", "bos", "eos"):
+    piece = getattr(spec, f"{kind}_piece")
+    if getattr(spec, f"{kind}_id") >= 0 and piece in names:
+      setattr(spec, f"{kind}_id", names.index(piece))
   with tf.io.gfile.GFile(output_file, "wb") as f:
     f.write(proto.SerializeToString())
   return output_file

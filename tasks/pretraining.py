@@ -16,7 +16,8 @@ pass `example_counts` to the register functions where it is absent. Users'
 own text files are registered with `register_local_text_mlm`.
 
 Every task uses `rembert_t5x.vocabulary.default_vocabulary()` unless given
-one, which reads $REMBERT_SPM_PATH only when first used.
+one; it resolves its file when used ($REMBERT_SPM_PATH, else the vocabulary of
+the checkpoint the run starts from; see rembert_t5x/vocabulary.py).
 
 Task names use `_` for `-` in language codes (seqio names allow no `-`).
 """
