@@ -36,6 +36,7 @@ import numpy as np
 
 from rembert_t5x import checkpoint_conversion as cc
 from rembert_t5x import cli
+from rembert_t5x import io_utils
 from rembert_t5x import network
 
 UserError = cli.UserError
@@ -502,11 +503,13 @@ def _reconcile(found: network.RemBertConfig, gin_file: Optional[str],
   return target, None
 
 
-def _write_config(out: pathlib.Path, config: network.RemBertConfig) -> None:
+def write_config(out: pathlib.Path, config: network.RemBertConfig) -> None:
+  """Writes `config` as `out/rembert_config.json` (read back by the tools)."""
   fields = dataclasses.asdict(config)
   fields["dtype"] = str(np.dtype(fields["dtype"]))
   fields["param_dtype"] = str(np.dtype(fields["param_dtype"]))
-  (out / CONFIG_FILE).write_text(json.dumps(fields, indent=2, sort_keys=True))
+  io_utils.atomic_write_text(out / CONFIG_FILE,
+                             json.dumps(fields, indent=2, sort_keys=True))
 
 
 def read_config_file(path: pathlib.Path) -> network.RemBertConfig:
@@ -515,6 +518,24 @@ def read_config_file(path: pathlib.Path) -> network.RemBertConfig:
     return network.RemBertConfig(**fields)
   except (TypeError, ValueError) as e:
     raise UserError(f"{path}: not a RemBertConfig: {e}") from e
+
+
+def checkpoint_config(source: "OrbaxParams",
+                      gin_file: Optional[str]) -> network.RemBertConfig:
+  """The config of our checkpoint: `gin_file`, else `rembert_config.json`.
+
+  The local runner and the converters write `rembert_config.json` into the
+  MODEL_DIR. The parameter shapes alone do not determine the config: the
+  attention kernels join heads x head_dim.
+  """
+  if gin_file:
+    return _gin_config(gin_file)
+  if source.model_dir and (source.model_dir / CONFIG_FILE).is_file():
+    return read_config_file(source.model_dir / CONFIG_FILE)
+  raise UserError(
+      f"checkpoint {source.step_dir}: no {CONFIG_FILE} in its MODEL_DIR; "
+      "pass --gin_file=<the model gin file> (the number of attention heads "
+      "is not in the parameter shapes)")
 
 
 def hf_to_t5x(hf_dir: str, output_dir: str, *, gin_file: Optional[str] = None,
@@ -556,7 +577,7 @@ def hf_to_t5x(hf_dir: str, output_dir: str, *, gin_file: Optional[str] = None,
         source, _largest_first(entries), source_name=hf_dir,
         ignore_unused=ignore,
         source_vocab_size=source_vocab))
-    _write_config(tmp, config)
+    write_config(tmp, config)
   skipped = sum(1 for n in source.names() if n.startswith(ignore)) if ignore else 0
   return Summary(str(output_dir), head.value, len(entries), count,
                  (source_vocab or config.vocab_size) - config.vocab_size,
@@ -609,7 +630,7 @@ def tf_to_t5x(tf_checkpoint: str, output_dir: str, *,
     count = write_orbax_params(tmp, cc.iter_to_ours(
         source, _largest_first(entries), source_name=tf_checkpoint, skip=skip,
         source_vocab_size=source_vocab))
-    _write_config(tmp, config)
+    write_config(tmp, config)
   return Summary(str(output_dir), cc.Head.ENCODER.value, len(entries), count,
                  (source_vocab or config.vocab_size) - config.vocab_size,
                  skipped, peak_rss_bytes() / 2**20)
@@ -629,23 +650,15 @@ def t5x_to_hf(checkpoint_dir: str, output_dir: str, *,
     checkpoint_dir: a MODEL_DIR, its `checkpoints/` or one step directory.
     output_dir: the HF directory to write.
     gin_file: the model gin file (otherwise `rembert_config.json` beside the
-      checkpoint, else the config the shapes determine).
-    hf_vocab_size: pad the vocabulary with zero rows to this size.
+      checkpoint).
+    hf_vocab_size: pad the vocabulary with zero rows to this size (default:
+      the real vocabulary; padding of a padded config is stripped).
     overwrite: replace a non-empty `output_dir`.
   """
   source = OrbaxParams(checkpoint_dir)
   shapes = {n: source.shape(n) for n in source.names()}
   head, num_classes = cc.head_from_params(shapes)
-  try:
-    from_shapes = cc.config_from_shapes(shapes, str(source.step_dir))
-  except ValueError as e:
-    raise UserError(str(e)) from e
-  if gin_file:
-    config = _gin_config(gin_file)
-  elif source.model_dir and (source.model_dir / CONFIG_FILE).is_file():
-    config = read_config_file(source.model_dir / CONFIG_FILE)
-  else:
-    config = from_shapes
+  config = checkpoint_config(source, gin_file)
   if head != cc.Head.MASKED_LM and config.num_pretraining_only_layers:
     config = dataclasses.replace(config, num_pretraining_only_layers=0)
   if hf_vocab_size is not None and hf_vocab_size < config.vocab_size:

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rembert_t5x import network
+from rembert_t5x import partitioning
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -86,12 +87,23 @@ def config_from_gin(
 
 
 def _param_count(module: flax.linen.Module, length: int = 8) -> int:
-  """Counts parameters from the initialised tree without allocating it."""
+  """Counts parameters from the initialised tree without allocating it.
+
+  A padded vocabulary axis (`RemBertConfig.vocab_pad_multiple`) counts with
+  its real size: padding rows are not model parameters.
+  """
   tokens = jax.ShapeDtypeStruct((1, length), jnp.int32)
   shapes = jax.eval_shape(
       lambda t: module.init(jax.random.PRNGKey(0), t), tokens)
-  return int(sum(np.prod(x.shape) for x in
-                 jax.tree_util.tree_leaves(shapes["params"])))
+  params = flax.traverse_util.flatten_dict(shapes["params"])
+  axes = flax.traverse_util.flatten_dict(shapes["params_axes"])
+  total = 0
+  for path, leaf in params.items():
+    names = axes[path[:-1] + (path[-1] + "_axes",)].names
+    total += int(np.prod([
+        module.config.vocab_size if name == partitioning.VOCAB else size
+        for name, size in zip(names, leaf.shape)]))
+  return total
 
 
 def count_parameters(config: network.RemBertConfig) -> dict[str, int]:

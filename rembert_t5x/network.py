@@ -58,6 +58,20 @@ class RemBertConfig:
       segment ids are given.
     dtype: computation dtype ("float32" or "bfloat16").
     param_dtype: parameter dtype.
+    vocab_pad_multiple: store the word embeddings and the MLM decoder with
+      their vocabulary rows padded up to a multiple of this (1: no padding),
+      so the vocabulary axis divides the model-parallel mesh axis (T5X never
+      replicates a dimension that does not divide). Padded rows are never
+      looked up, their logits are masked out of the softmax (never
+      predicted) and they get no gradient; `vocab_size` stays the real
+      vocabulary and checkpoint conversion strips/restores the padding.
+    attention_implementation: "einsum" (our einsum + float32 softmax),
+      "xla" or "cudnn" (`jax.nn.dot_product_attention` with that
+      implementation; "cudnn" is cuDNN's fused attention, GPU with bfloat16
+      or float16 only), or "auto": "cudnn" on GPU for bfloat16/float16
+      activations, "einsum" elsewhere. All give the same values up to
+      rounding; attention dropout, when active, always takes the einsum path
+      (jax's function has no dropout).
   """
 
   vocab_size: int = 250_300
@@ -78,6 +92,8 @@ class RemBertConfig:
   pad_id: int = 0
   dtype: Any = "float32"
   param_dtype: Any = "float32"
+  vocab_pad_multiple: int = 1
+  attention_implementation: str = "auto"
 
   def __post_init__(self):
     for field in dataclasses.fields(self):
@@ -88,7 +104,8 @@ class RemBertConfig:
             f"macro, e.g. {field.name.upper()}, is still %gin.REQUIRED)")
     positive = ("vocab_size", "input_embed_dim", "emb_dim", "output_embed_dim",
                 "num_layers", "num_heads", "head_dim", "mlp_dim",
-                "max_position_embeddings", "type_vocab_size")
+                "max_position_embeddings", "type_vocab_size",
+                "vocab_pad_multiple")
     for name in positive:
       value = getattr(self, name)
       if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
@@ -112,6 +129,11 @@ class RemBertConfig:
       if not 0.0 <= getattr(self, name) < 1.0:
         raise ValueError(
             f"RemBertConfig.{name} must be in [0, 1), got {getattr(self, name)}")
+    if self.attention_implementation not in layers.ATTENTION_IMPLEMENTATIONS:
+      raise ValueError(
+          "RemBertConfig.attention_implementation must be one of "
+          f"{layers.ATTENTION_IMPLEMENTATIONS}, got "
+          f"{self.attention_implementation!r}")
     for name in ("dtype", "param_dtype"):
       try:
         jnp.dtype(getattr(self, name))
@@ -131,12 +153,19 @@ class RemBertConfig:
   def num_pretraining_layers(self) -> int:
     return self.num_layers + self.num_pretraining_only_layers
 
+  @property
+  def padded_vocab_size(self) -> int:
+    """Rows of the vocabulary parameters: `vocab_size` rounded up."""
+    m = self.vocab_pad_multiple
+    return -(-self.vocab_size // m) * m
+
 
 def _dense(config: RemBertConfig, features, kernel_axes, name=None,
-           wide_output=False):
+           wide_output=False, kernel_init=layers.default_kernel_init):
   return layers.DenseGeneral(
       features, kernel_axes=kernel_axes, dtype=config.compute_dtype,
-      param_dtype=config.weight_dtype, name=name, wide_output=wide_output)
+      param_dtype=config.weight_dtype, name=name, wide_output=wide_output,
+      kernel_init=kernel_init)
 
 
 def _layer_norm(config: RemBertConfig, axis_name: str, name=None):
@@ -156,8 +185,13 @@ class Embeddings(nn.Module):
     embed = lambda n, axes_: layers.Embed(  # pylint: disable=g-long-lambda
         n, cfg.input_embed_dim, embedding_axes=axes_,
         dtype=cfg.compute_dtype, param_dtype=cfg.weight_dtype)
-    self.word_embeddings = embed(
-        cfg.vocab_size, (axes.VOCAB, axes.INPUT_EMBED))
+    # Padded vocabulary rows start (and, never used, stay) at zero.
+    self.word_embeddings = layers.Embed(
+        cfg.padded_vocab_size, cfg.input_embed_dim,
+        embedding_axes=(axes.VOCAB, axes.INPUT_EMBED),
+        dtype=cfg.compute_dtype, param_dtype=cfg.weight_dtype,
+        embedding_init=layers.zero_rows_from(
+            layers.default_kernel_init, cfg.vocab_size, axis=0))
     self.position_embeddings = embed(
         cfg.max_position_embeddings, (axes.POSITIONS, axes.INPUT_EMBED))
     self.token_type_embeddings = embed(
@@ -174,7 +208,7 @@ class Embeddings(nn.Module):
     return self.dropout(x, deterministic=not enable_dropout)
 
   def attend(self, x: Array) -> Array:
-    # [..., input_embed_dim] -> [..., vocab_size]
+    # [..., input_embed_dim] -> [..., padded_vocab_size]
     return self.word_embeddings.attend(x)
 
 
@@ -190,7 +224,8 @@ class EncoderLayer(nn.Module):
     # [batch, length, emb_dim] -> [batch, length, emb_dim]
     y = layers.MultiHeadSelfAttention(
         num_heads=cfg.num_heads, head_dim=cfg.head_dim,
-        dropout_rate=cfg.dropout_rate, dtype=cfg.compute_dtype,
+        dropout_rate=cfg.dropout_rate,
+        implementation=cfg.attention_implementation, dtype=cfg.compute_dtype,
         param_dtype=cfg.weight_dtype, name="attention")(x, mask, enable_dropout)
     y = dropout(y, deterministic=not enable_dropout)
     x = _layer_norm(cfg, axes.EMBED, "attention_layer_norm")(x + y)
@@ -276,7 +311,7 @@ class RemBertEncoder(nn.Module):
     return x
 
   def attend(self, x: Array) -> Array:
-    """Tied decoder: `[..., input_embed_dim]` -> `[..., vocab_size]`."""
+    """Tied decoder: `[..., input_embed_dim]` -> `[..., padded_vocab_size]`."""
     return self.embeddings.attend(x)
 
 
@@ -284,7 +319,9 @@ class MlmHead(nn.Module):
   """The output embedding: dense H -> E_out, GELU, LayerNorm, decoder -> vocab.
 
   In coupled mode the decoder is the transposed word-embedding matrix (passed
-  in as `tied_decoder`) plus a bias of its own.
+  in as `tied_decoder`) plus a bias of its own. With a padded vocabulary the
+  logits of the padded rows are set to the most negative number: they drop
+  out of the softmax, are never the argmax and pass no gradient back.
   """
 
   config: RemBertConfig
@@ -299,14 +336,21 @@ class MlmHead(nn.Module):
     x = _layer_norm(cfg, axes.OUTPUT_EMBED, "layer_norm")(x)
     if cfg.tie_embeddings:
       bias = layers.param_with_axes(
-          "decoder_bias", nn.initializers.zeros, (cfg.vocab_size,),
+          "decoder_bias", nn.initializers.zeros, (cfg.padded_vocab_size,),
           cfg.weight_dtype, axes=(axes.VOCAB,))
-      # [..., output_embed_dim] -> [..., vocab_size]
+      # [..., output_embed_dim] -> [..., padded_vocab_size]
       logits = tied_decoder(x) + jnp.asarray(bias, cfg.compute_dtype)
     else:
-      # [..., output_embed_dim] -> [..., vocab_size]
-      logits = _dense(cfg, cfg.vocab_size, (axes.OUTPUT_EMBED, axes.VOCAB),
-                      "decoder", wide_output=True)(x)
+      # [..., output_embed_dim] -> [..., padded_vocab_size]
+      logits = _dense(cfg, cfg.padded_vocab_size,
+                      (axes.OUTPUT_EMBED, axes.VOCAB), "decoder",
+                      wide_output=True,
+                      kernel_init=layers.zero_rows_from(
+                          layers.default_kernel_init, cfg.vocab_size, axis=1)
+                      )(x)
+    if cfg.padded_vocab_size != cfg.vocab_size:
+      real = jnp.arange(cfg.padded_vocab_size) < cfg.vocab_size
+      logits = jnp.where(real, logits, jnp.finfo(logits.dtype).min)
     return logits
 
 
@@ -340,8 +384,9 @@ class RemBertForMaskedLM(nn.Module):
       enable_dropout: apply dropout.
 
     Returns:
-      `[batch, length, vocab_size]` logits, or `[batch, num_predictions,
-      vocab_size]` when `masked_positions` is given.
+      `[batch, length, padded_vocab_size]` logits, or `[batch,
+      num_predictions, padded_vocab_size]` when `masked_positions` is given
+      (padded rows, if any, hold the most negative number).
     """
     x = self.encoder(input_tokens, token_types, segment_ids, positions,
                      enable_dropout=enable_dropout)

@@ -9,6 +9,10 @@ own `t5x.checkpoints.Checkpointer` as `OUTPUT_DIR/checkpoint_0`, which is what
 `--gin.INITIAL_CHECKPOINT_PATH` of the `finetune_*.gin` run files (or
 `pretrain_mlm.gin`, to continue pre-training) takes.
 
+The exported config pads the vocabulary as the T5X run files do
+(`VOCAB_PAD_MULTIPLE = partitioning.T5X_VOCAB_PAD_MULTIPLE`): padded rows are
+appended as zeros.
+
 The optimizer state must have the structure of the run that restores it
 (unless, like `finetune_base.gin`, it skips `state/.*`): it is the
 optimizer of `gin_configs/runs/pretrain_mlm.gin` and `finetune_base.gin`
@@ -20,6 +24,7 @@ T5X is not on PyPI; it is imported only inside the functions here, and a
 missing T5X is a `cli.UserError` saying how to install it.
 """
 
+import dataclasses
 from typing import Any, Optional
 
 import numpy as np
@@ -28,6 +33,7 @@ from rembert_t5x import checkpoint_conversion as cc
 from rembert_t5x import checkpoint_io
 from rembert_t5x import cli
 from rembert_t5x import network
+from rembert_t5x import partitioning
 
 UserError = cli.UserError
 
@@ -90,17 +96,10 @@ def make_partitioner(num_partitions: int = 1):
 
 def _config(source: checkpoint_io.OrbaxParams,
             gin_file: Optional[str]) -> network.RemBertConfig:
-  shapes = {n: source.shape(n) for n in source.names()}
-  if gin_file:
-    return checkpoint_io._gin_config(gin_file)  # pylint: disable=protected-access
-  if source.model_dir and (source.model_dir / checkpoint_io.CONFIG_FILE
-                           ).is_file():
-    return checkpoint_io.read_config_file(
-        source.model_dir / checkpoint_io.CONFIG_FILE)
-  try:
-    return cc.config_from_shapes(shapes, str(source.step_dir))
-  except ValueError as e:
-    raise UserError(str(e)) from e
+  """The checkpoint's config with the T5X run files' vocabulary padding."""
+  config = checkpoint_io.checkpoint_config(source, gin_file)
+  return dataclasses.replace(
+      config, vocab_pad_multiple=partitioning.T5X_VOCAB_PAD_MULTIPLE)
 
 
 def build_train_state(params: dict, config: network.RemBertConfig,
@@ -164,7 +163,7 @@ def t5x_native(checkpoint_dir: str, output_dir: str, *,
     output_dir: the T5X checkpoints directory to write; it gets
       `checkpoint_0/` (T5X's Checkpointer format) and `rembert_config.json`.
     gin_file: the model gin file (otherwise `rembert_config.json` beside the
-      checkpoint, else the config the shapes determine).
+      checkpoint).
     optimizer: `adamw` (pretrain_mlm.gin's; the only one).
     overwrite: replace a non-empty `output_dir`.
   """
@@ -178,7 +177,9 @@ def t5x_native(checkpoint_dir: str, output_dir: str, *,
   # pylint: enable=g-import-not-at-top
   source = checkpoint_io.OrbaxParams(checkpoint_dir)
   config = _config(source, gin_file)
-  params = train.load_params(str(source.step_dir))
+  params = cc.unflatten(cc.resize_vocab_params(
+      cc.flatten(train.load_params(str(source.step_dir))),
+      config.padded_vocab_size))
   state = build_train_state(params, config, optimizer)
   del params
   leaves = jax.tree_util.tree_leaves(state.params)
@@ -189,7 +190,7 @@ def t5x_native(checkpoint_dir: str, output_dir: str, *,
     checkpointer.save(state)
     if not (tmp / "checkpoint_0").is_dir():
       raise RuntimeError(f"T5X's Checkpointer wrote no checkpoint_0 in {tmp}")
-    checkpoint_io._write_config(tmp, config)  # pylint: disable=protected-access
+    checkpoint_io.write_config(tmp, config)
   return checkpoint_io.Summary(str(output_dir), cc.Head.MASKED_LM.value,
                                tensors, count, 0, {},
                                checkpoint_io.peak_rss_bytes() / 2**20)

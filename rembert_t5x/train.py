@@ -15,6 +15,8 @@ SeqIO tasks through the model's feature converter. Writes to MODEL_DIR:
                          learning_rate, tokens_per_s, ...
   events.out.tfevents.*  the same metrics for TensorBoard (clu writers)
   config.gin             the operative gin config
+  rembert_config.json    the network config (what the checkpoint converters
+                         read: the parameter shapes alone do not determine it)
 
 Restarting with the same MODEL_DIR resumes from the latest checkpoint, with
 the same data order (the input pipeline is deterministic and skips what the
@@ -47,6 +49,7 @@ import seqio
 import tensorflow as tf
 import tqdm
 
+from rembert_t5x import checkpoint_io
 from rembert_t5x import cli
 from rembert_t5x import configs
 from rembert_t5x import io_utils
@@ -443,6 +446,9 @@ def train(
     start = int(state.step)
     logging.info("Resumed from %s at step %d", out_dir / "checkpoints", start)
   io_utils.atomic_write_text(out_dir / "config.gin", gin.operative_config_str())
+  # For the checkpoint converters: the parameter shapes alone do not give the
+  # config (attention kernels join heads x head_dim).
+  checkpoint_io.write_config(out_dir, model.config)
   if crash_kind == "save":
     _arm_crash_in_save(crash_step)
 

@@ -1,6 +1,7 @@
 """Every gin model file parses and builds; parameter counts; gin errors."""
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -69,10 +70,13 @@ def test_paper_sizes(name, expected):
     assert getattr(config, field) == value, field
 
 
-def _count(gin_file):
+def _count(gin_file, *bindings):
+  # PYTHONPATH: this checkout's package, not another installed copy.
   out = subprocess.run(
-      [sys.executable, "scripts/count_params.py", f"--gin_file={gin_file}"],
-      cwd=test_utils.REPO_ROOT, capture_output=True, text=True, check=False)
+      [sys.executable, "scripts/count_params.py", f"--gin_file={gin_file}",
+       *(f"--gin_bindings={b}" for b in bindings)],
+      cwd=test_utils.REPO_ROOT, capture_output=True, text=True, check=False,
+      env={**os.environ, "PYTHONPATH": str(test_utils.REPO_ROOT)})
   return out
 
 
@@ -85,6 +89,11 @@ def test_count_params_script_prints_one_json_line():
   # The paper reports ~995M pre-training and ~575M fine-tuning parameters.
   assert 990e6 < counts["pretraining_params"] < 1000e6
   assert 570e6 < counts["finetuning_params"] < 580e6
+  # Vocabulary padding (250,300 -> 250,368 rows) is not counted.
+  padded = _count("gin_configs/models/paper/rembert.gin",
+                  "VOCAB_PAD_MULTIPLE = 128")
+  assert padded.returncode == 0, padded.stderr
+  assert json.loads(padded.stdout.strip().splitlines()[-1]) == counts
 
 
 def test_counts_match_hand_formula_for_tiny():

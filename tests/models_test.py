@@ -212,3 +212,56 @@ def test_finetuning_init_rejects_another_architecture():
       network.RemBertForSequenceClassification(CFG, num_classes=3)))
   with pytest.raises(ValueError, match="pre-trained parameter encoder/.* has shape"):
     models.finetuning_params_from_pretraining(pretrained, initial, CFG.num_layers)
+
+
+@pytest.mark.parametrize("coupled,max_predictions", [(False, 4), (True, None)])
+def test_padded_vocabulary_is_numerically_the_plain_model(coupled,
+                                                          max_predictions):
+  """Padding 97 -> 128 rows changes no loss, metric or gradient, and padded
+  rows are never predicted, even with large weights in them (full logits
+  and the gathered head with the custom-VJP decoder)."""
+  from rembert_t5x import checkpoint_conversion as cc  # pylint: disable=g-import-not-at-top
+  plain_cfg = test_utils.TINY_COUPLED_CONFIG if coupled else CFG
+  padded_cfg = dataclasses.replace(plain_cfg, vocab_pad_multiple=128)
+  plain = models.RemBertMLMModel(network.RemBertForMaskedLM(plain_cfg),
+                                 max_predictions_per_seq=max_predictions)
+  padded = models.RemBertMLMModel(network.RemBertForMaskedLM(padded_cfg),
+                                  max_predictions_per_seq=max_predictions)
+  params = _init(plain)
+  padded_params = cc.unflatten(cc.resize_vocab_params(
+      cc.flatten(jax.device_get(params)), 128))
+  # Garbage in the padded rows must not matter: large decoder weights would
+  # win the argmax and dominate the softmax if they were not masked.
+  flat = cc.flatten(padded_params)
+  bias = "mlm_head/decoder_bias" if coupled else "mlm_head/decoder/bias"
+  flat[bias] = np.where(np.arange(128) >= 97, 1e4, flat[bias])
+  flat["encoder/embeddings/word_embeddings/embedding"][97:] = 3.0
+  padded_params = cc.unflatten(flat)
+  batch = _mlm_batch()
+  batch["weights"][0, :6] = 1.0  # row 0 overflows max_predictions = 4
+
+  loss, metrics = jax.jit(plain.loss_fn)(params, batch)
+  padded_loss, padded_metrics = jax.jit(padded.loss_fn)(padded_params, batch)
+  np.testing.assert_allclose(padded_loss, loss, rtol=1e-6)
+  for name, metric in metrics.items():
+    np.testing.assert_allclose(padded_metrics[name].compute(),
+                               metric.compute(), rtol=1e-6, err_msg=name)
+  grads = jax.jit(jax.grad(lambda p: plain.loss_fn(p, batch)[0]))(params)
+  padded_grads = cc.flatten(jax.jit(
+      jax.grad(lambda p: padded.loss_fn(p, batch)[0]))(padded_params))
+  for path, g in cc.flatten(grads).items():
+    rows = slice(None)
+    if padded_grads[path].shape != g.shape:
+      axis = [a for a, (x, y) in enumerate(zip(g.shape,
+                                               padded_grads[path].shape))
+              if x != y][0]
+      rows = (slice(None),) * axis + (slice(0, 97),)
+      pad_rows = (slice(None),) * axis + (slice(97, None),)
+      assert not np.any(np.asarray(padded_grads[path])[pad_rows]), path
+    np.testing.assert_allclose(np.asarray(padded_grads[path])[rows], g,
+                               rtol=1e-5, atol=1e-7, err_msg=path)
+  preds = np.asarray(padded.predict_batch(padded_params, batch))
+  np.testing.assert_array_equal(preds, plain.predict_batch(params, batch))
+  assert preds.max() < 97
+  np.testing.assert_allclose(padded.score_batch(padded_params, batch),
+                             plain.score_batch(params, batch), rtol=1e-6)

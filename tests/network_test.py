@@ -68,10 +68,15 @@ def test_params_golden():
   Regenerate after an intended change with
   `REGENERATE_GOLDENS=1 python -m pytest tests/network_test.py`.
   """
-  actual = {
-      head: {path: f"{d['shape']} {d['dtype']} {d['axes']}"
-             for path, d in _describe(_init(make(test_utils.TINY_CONFIG))).items()}
-      for head, make in sorted(HEADS.items())}
+  describe = lambda module: {
+      path: f"{d['shape']} {d['dtype']} {d['axes']}"
+      for path, d in _describe(_init(module)).items()}
+  actual = {head: describe(make(test_utils.TINY_CONFIG))
+            for head, make in sorted(HEADS.items())}
+  # The padded layout: 97 vocabulary rows stored as 128.
+  actual["masked_lm_vocab_pad_multiple_128"] = describe(
+      network.RemBertForMaskedLM(dataclasses.replace(
+          test_utils.TINY_CONFIG, vocab_pad_multiple=128)))
   if os.environ.get("REGENERATE_GOLDENS"):
     GOLDEN.parent.mkdir(parents=True, exist_ok=True)
     GOLDEN.write_text(json.dumps(actual, indent=1, sort_keys=True) + "\n")
@@ -160,6 +165,8 @@ def test_dropout_only_when_enabled():
     (dict(dropout_rate=1.5), r"RemBertConfig.dropout_rate must be in \[0, 1\)"),
     (dict(dtype="float33"), r"RemBertConfig.dtype: unknown dtype"),
     (dict(num_layers=object()), r"RemBertConfig.num_layers is required but was not set"),
+    (dict(vocab_pad_multiple=0), r"RemBertConfig.vocab_pad_multiple must be a positive integer"),
+    (dict(attention_implementation="flash"), r"RemBertConfig.attention_implementation must be one of \('auto', 'einsum', 'xla', 'cudnn'\), got 'flash'"),
 ])
 def test_config_errors_name_the_field(changes, message):
   with pytest.raises(ValueError, match=message):
