@@ -1,6 +1,7 @@
 """Every gin model file parses and builds; parameter counts; gin errors."""
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -69,10 +70,15 @@ def test_paper_sizes(name, expected):
     assert getattr(config, field) == value, field
 
 
-def _count(gin_file):
+def _count(gin_file, *flags):
+  # PYTHONPATH: the script must import this checkout's package, whatever
+  # the environment has installed.
+  env = dict(os.environ, PYTHONPATH=str(test_utils.REPO_ROOT))
   out = subprocess.run(
-      [sys.executable, "scripts/count_params.py", f"--gin_file={gin_file}"],
-      cwd=test_utils.REPO_ROOT, capture_output=True, text=True, check=False)
+      [sys.executable, "scripts/count_params.py", f"--gin_file={gin_file}",
+       *flags],
+      cwd=test_utils.REPO_ROOT, env=env, capture_output=True, text=True,
+      check=False)
   return out
 
 

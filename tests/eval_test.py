@@ -67,11 +67,11 @@ def test_language_table_and_helpers():
   assert eval_lib.main_metric({"exact_match": 1, "f1": 2, "xtreme": 3}) == "xtreme"
 
 
-def test_eval_cli_needs_checkpoint_dir(tmp_path):
+def test_eval_cli_needs_checkpoint_path(tmp_path):
   run = tmp_path / "run.gin"
   run.write_text("include 'gin_configs/models/tiny.gin'\n"
-                 "CHECKPOINT_DIR = %gin.REQUIRED\nEVAL_OUTPUT_DIR = '/tmp/x'\n")
-  with pytest.raises(cli.UserError, match="CHECKPOINT_DIR is not set"):
+                 "CHECKPOINT_PATH = %gin.REQUIRED\nEVAL_OUTPUT_DIR = '/tmp/x'\n")
+  with pytest.raises(cli.UserError, match="CHECKPOINT_PATH is not set"):
     eval_lib.main(cli.parse_gin_args([f"--gin_file={run}"]))
 
 
