@@ -1,8 +1,8 @@
 r"""Local evaluation: per-language metrics of a checkpoint on SeqIO tasks.
 
   python -m rembert_t5x.eval \
-    --gin_file=gin_configs/runs/local_tiny_finetune_pair.gin \
-    --gin.CHECKPOINT_DIR="'/tmp/ft'" --gin.EVAL_OUTPUT_DIR="'/tmp/ft/eval'"
+    --gin_file=gin_configs/runs/local_tiny_eval_pair.gin \
+    --gin.CHECKPOINT_PATH="'/tmp/ft'" --gin.EVAL_OUTPUT_DIR="'/tmp/ft/eval'"
 
 Runs SeqIO's own `Evaluator` (the same postprocessors and metric functions
 `t5x.eval` uses) with the model's `predict_batch_with_aux`, over every task
@@ -171,11 +171,13 @@ def write_results(output_dir: str, task_metrics: Mapping[str, Mapping[str, float
 @gin.configurable(denylist=["checkpoint_dir", "output_dir"])
 def evaluate(checkpoint_dir: str, output_dir: str, *, model=gin.REQUIRED,
              mixture_or_task_name: str = gin.REQUIRED,
+             mixture_or_task_module: Optional[str] = None,
              split: str = "validation",
              task_feature_lengths: Optional[Mapping[str, int]] = None,
              batch_size: int = 32) -> dict[str, Any]:
   """Evaluates the latest checkpoint in `checkpoint_dir`; writes results."""
   from rembert_t5x import train  # pylint: disable=g-import-not-at-top
+  train.import_task_module(mixture_or_task_module)
   train.get_task_or_mixture(mixture_or_task_name)
   params = train.load_params(checkpoint_dir)
   metrics = evaluate_params(model, params, mixture_or_task_name, split,
@@ -185,10 +187,11 @@ def evaluate(checkpoint_dir: str, output_dir: str, *, model=gin.REQUIRED,
 
 
 def main(args: cli.GinArgs) -> None:
+  macros = ("CHECKPOINT_PATH", "EVAL_OUTPUT_DIR")
   configs.parse_gin(args.gin_files, args.bindings,
-                    search_paths=args.search_paths)
+                    search_paths=args.search_paths, read_macros=macros)
   values = {}
-  for macro in ("CHECKPOINT_DIR", "EVAL_OUTPUT_DIR"):
+  for macro in macros:
     try:
       value = gin.query_parameter(f"{macro}/macro.value")
     except ValueError as e:
@@ -196,7 +199,7 @@ def main(args: cli.GinArgs) -> None:
     if not isinstance(value, str):
       raise cli.UserError(f"{macro} is not set (e.g. --gin.{macro}=\"'/tmp/x'\")")
     values[macro] = value
-  record = evaluate(values["CHECKPOINT_DIR"], values["EVAL_OUTPUT_DIR"])
+  record = evaluate(values["CHECKPOINT_PATH"], values["EVAL_OUTPUT_DIR"])
   print(json.dumps(record["tasks"]))
 
 

@@ -32,6 +32,7 @@ SIGKILL itself inside the checkpoint save of step N, after every file is
 written and just before orbax's rename commits the checkpoint.
 """
 
+import importlib
 import json
 import os
 import pathlib
@@ -71,6 +72,17 @@ def check_model_dir(model_dir: str) -> pathlib.Path:
     raise cli.UserError(f"MODEL_DIR {model_dir} is not writable: "
                         f"{e.strerror or e}") from e
   return path
+
+
+def import_task_module(module: Optional[str]) -> None:
+  """Imports the module that registers the task (T5X's MIXTURE_OR_TASK_MODULE)."""
+  if not module:
+    return
+  try:
+    importlib.import_module(module)
+  except ImportError as e:
+    raise cli.UserError(f"MIXTURE_OR_TASK_MODULE {module!r} cannot be "
+                        f"imported: {_first_line(e)}") from e
 
 
 def get_task_or_mixture(name: str):
@@ -346,6 +358,7 @@ def train(
     *,
     model=gin.REQUIRED,
     mixture_or_task_name: str = gin.REQUIRED,
+    mixture_or_task_module: Optional[str] = None,
     task_feature_lengths: dict = gin.REQUIRED,
     train_steps: int = gin.REQUIRED,
     batch_size: int = 8,
@@ -374,6 +387,8 @@ def train(
     model_dir: output directory (created; must be writable).
     model: a `models.RemBert*Model`.
     mixture_or_task_name: registered SeqIO task or mixture.
+    mixture_or_task_module: a module to import first, which registers it
+      (e.g. 'rembert_tasks').
     task_feature_lengths: e.g. {"input_tokens": 128}.
     train_steps: total optimizer steps.
     batch_size: examples per step (split into `grad_accum_steps` micro
@@ -403,6 +418,7 @@ def train(
                         f"grad_accum_steps {grad_accum_steps}")
   crash_kind, crash_step = _crash_hook()
   out_dir = check_model_dir(model_dir)
+  import_task_module(mixture_or_task_module)
   get_task_or_mixture(mixture_or_task_name)  # fail early on a typo
   check_task_vocabulary(model, mixture_or_task_name)
   rules = train_lib.default_rules()
@@ -529,7 +545,7 @@ def train(
 
 def main(args: cli.GinArgs) -> None:
   configs.parse_gin(args.gin_files, args.bindings,
-                    search_paths=args.search_paths)
+                    search_paths=args.search_paths, read_macros=["MODEL_DIR"])
   try:
     model_dir = gin.query_parameter("MODEL_DIR/macro.value")
   except ValueError as e:

@@ -20,6 +20,7 @@ import sentencepiece as spm
 
 from rembert_t5x import cli
 from rembert_t5x import configs
+from rembert_t5x import eval as eval_lib
 from rembert_t5x import io_utils
 from rembert_t5x import metrics
 from rembert_t5x import models
@@ -141,6 +142,45 @@ def test_unknown_task(run_gin, tmp_path, capsys):
   err = _train_error(run_gin, tmp_path / "m", capsys,
                      "--gin.train.train.mixture_or_task_name='no_such_task'")
   assert "unknown task or mixture 'no_such_task'" in err
+
+
+def test_unknown_task_named_by_macro(tmp_path, capsys):
+  """MIXTURE_OR_TASK_NAME on a shipped run file: the task it names is used."""
+  err = _cli_error(train.main, [
+      "--gin_file=gin_configs/runs/local_tiny_pretrain.gin",
+      f"--gin.MODEL_DIR='{tmp_path / 'm'}'",
+      "--gin.MIXTURE_OR_TASK_NAME='rembert_no_such_task'",
+      # Registered already (imported above); the file's default module,
+      # rembert_tasks.synthetic, would first generate the synthetic data.
+      "--gin.MIXTURE_OR_TASK_MODULE='rembert_tasks'"], capsys)
+  assert "unknown task or mixture 'rembert_no_such_task'" in err
+  assert not (tmp_path / "m" / "checkpoints").exists()
+
+
+def test_binding_a_macro_the_run_does_not_use(run_gin, tmp_path, capsys):
+  # RUN_GIN names its task directly: gin would define the macro and ignore it.
+  err = _train_error(run_gin, tmp_path / "m", capsys,
+                     "--gin.MIXTURE_OR_TASK_NAME='other_task'")
+  assert ("gin binding \"MIXTURE_OR_TASK_NAME = 'other_task'\": no gin file "
+          "of this run uses the macro MIXTURE_OR_TASK_NAME") in err
+
+
+def test_old_macro_name_points_to_the_new_one(tmp_path, capsys):
+  err = _cli_error(eval_lib.main, [
+      "--gin_file=gin_configs/runs/local_tiny_eval_pair.gin",
+      f"--gin.CHECKPOINT_DIR='{tmp_path}'",
+      f"--gin.EVAL_OUTPUT_DIR='{tmp_path / 'eval'}'"], capsys)
+  assert "uses the macro CHECKPOINT_DIR (did you mean CHECKPOINT_PATH?)" in err
+  assert not (tmp_path / "eval").exists()
+
+
+def test_task_module_not_importable(tmp_path, capsys):
+  err = _cli_error(train.main, [
+      "--gin_file=gin_configs/runs/local_tiny_pretrain.gin",
+      f"--gin.MODEL_DIR='{tmp_path / 'm'}'",
+      "--gin.MIXTURE_OR_TASK_MODULE='no_such_module'"], capsys)
+  assert ("MIXTURE_OR_TASK_MODULE 'no_such_module' cannot be imported: "
+          "No module named 'no_such_module'") in err
 
 
 def test_model_dir_not_set(run_gin, capsys):
@@ -601,6 +641,14 @@ def test_cli_count_params_unknown_binding(tmp_path):
                   "--gin_bindings=network.RemBertConfig.num_layerz = 3"],
                  tmp_path)
   assert "doesn't have a parameter named 'num_layerz'" in line
+
+
+def test_cli_count_params_unused_macro(tmp_path):
+  line = _script(["scripts/count_params.py",
+                  "--gin_file=gin_configs/models/tiny.gin", "--gin.NUM_LAYER=4"],
+                 tmp_path)
+  assert ("gin binding 'NUM_LAYER = 4': no gin file of this run uses the "
+          "macro NUM_LAYER (did you mean NUM_LAYERS?)") in line
 
 
 def test_cli_train_vocab_missing_input_dir(tmp_path):

@@ -67,11 +67,11 @@ def test_language_table_and_helpers():
   assert eval_lib.main_metric({"exact_match": 1, "f1": 2, "xtreme": 3}) == "xtreme"
 
 
-def test_eval_cli_needs_checkpoint_dir(tmp_path):
+def test_eval_cli_needs_checkpoint_path(tmp_path):
   run = tmp_path / "run.gin"
   run.write_text("include 'gin_configs/models/tiny.gin'\n"
-                 "CHECKPOINT_DIR = %gin.REQUIRED\nEVAL_OUTPUT_DIR = '/tmp/x'\n")
-  with pytest.raises(cli.UserError, match="CHECKPOINT_DIR is not set"):
+                 "CHECKPOINT_PATH = %gin.REQUIRED\nEVAL_OUTPUT_DIR = '/tmp/x'\n")
+  with pytest.raises(cli.UserError, match="CHECKPOINT_PATH is not set"):
     eval_lib.main(cli.parse_gin_args([f"--gin_file={run}"]))
 
 
@@ -83,3 +83,25 @@ def test_evaluate_missing_checkpoint_is_a_user_error(tasks, tmp_path):
     eval_lib.evaluate(str(tmp_path / "nothing"), str(tmp_path / "out"),
                       model=model, mixture_or_task_name=tasks["pair"])
   assert not (tmp_path / "out").exists()
+
+
+def test_local_run_files_train_then_evaluate_the_named_tasks(tasks, tmp_path):
+  """The shipped local pair files, with T5X macros pointing at other tasks."""
+  del tasks  # registers the evaltest_* tasks
+  model_dir, out = tmp_path / "ft", tmp_path / "eval"
+  # The tasks are registered already: no module to import.
+  common = ["--gin.MIXTURE_OR_TASK_MODULE=None", "--gin.BATCH_SIZE=8"]
+  train.main(cli.parse_gin_args([
+      "--gin_file=gin_configs/runs/local_tiny_finetune_pair.gin",
+      f"--gin.MODEL_DIR='{model_dir}'", "--gin.TRAIN_STEPS=2",
+      "--gin.MIXTURE_OR_TASK_NAME='evaltest_pair_train'",
+      "--gin.train.train.progress_bar=False", *common]))
+  assert json.loads((model_dir / "metrics.jsonl").read_text()
+                    .splitlines()[-1])["step"] == 2
+  eval_lib.main(cli.parse_gin_args([
+      "--gin_file=gin_configs/runs/local_tiny_eval_pair.gin",
+      f"--gin.CHECKPOINT_PATH='{model_dir}'", f"--gin.EVAL_OUTPUT_DIR='{out}'",
+      "--gin.MIXTURE_OR_TASK_NAME='evaltest_pair_qcy'", *common]))
+  # Only the named task (one language), not the file's zero-shot mixture.
+  saved = json.loads((out / "results.json").read_text())
+  assert list(saved["tasks"]) == ["evaltest_pair_qcy"]

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from rembert_t5x import configs
+from rembert_t5x import gin_path
 from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x import sweep
@@ -78,7 +79,7 @@ def test_grids_are_the_papers():
   for exp in sweep.EXPERIMENTS.values():
     for t in exp.values():
       for f in (t.run_file, t.eval_file):
-        assert f is None or (configs.REPO_ROOT / f).exists(), f
+        assert f is None or (gin_path.search_root() / f).exists(), f
 
 
 def test_t5x_commands():
