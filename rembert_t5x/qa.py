@@ -536,7 +536,7 @@ def qa_windows_preprocessor(
     {"input_tokens": [2, <q>, 3, <ctx>, 3], "token_types": [0, .., 1, ..],
      "start_positions": 4, "end_positions": 4,   # int32 scalars
      "targets": [4, 4],                          # the same two, see below
-     "example_id": "q1", "context": "Ann met Bob.",
+     "example_id": "q1", "question": "Who?", "context": "Ann met Bob.",
      "answers": ["Ann"],
      "token_offsets": [[-1, -1], .., [0, 3], ..],  # int32 [length, 2]
      "token_is_max_context": [0, .., 1, ..]}     # int32 [length]
@@ -617,8 +617,8 @@ def qa_windows_preprocessor(
         "length": tf.ensure_shape(lengths, [None]),
         "targets": tf.ensure_shape(positions, [None, 2]),
     }
-    shared = {"example_id": ex["id"], "context": ex["context"],
-              "answers": ex["answers"]["text"]}
+    shared = {"example_id": ex["id"], "question": ex["question"],
+              "context": ex["context"], "answers": ex["answers"]["text"]}
 
     def finish(window):
       length = window.pop("length")
