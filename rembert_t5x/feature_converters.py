@@ -305,7 +305,9 @@ class QAFeatureConverter(_RemBertFeatureConverter):
   `input_tokens` feature length would cut windows again, losing context and
   moving answers out of the row while their positions stay, so a window
   longer than the feature length is an error (raised when the dataset is
-  read; the window length is only known per example).
+  read; the window length is only known per example). Tasks given the
+  lengths refuse them earlier (`qa.qa_windows_preprocessor`, before seqio's
+  own trimming); this catches datasets built without lengths.
   """
 
   TOKEN_FEATURES = dict(_BASE_TOKEN_FEATURES)
@@ -320,14 +322,13 @@ class QAFeatureConverter(_RemBertFeatureConverter):
 
     def check_window_fits(example):
       window = tf.size(example["input_tokens"])
+      # No quotes in the message: TF escapes them when it reports it.
       fits = tf.debugging.Assert(window <= length, [
-          f"QAFeatureConverter: task_feature_lengths['input_tokens'] = "
-          f"{length} is shorter than a QA window of", window,
-          "tokens (the task's windows are up to its max_seq_length, 384 for "
-          "the XTREME QA tasks); cutting it would lose context and answer "
-          "positions. Set TASK_FEATURE_LENGTHS = {'input_tokens': N} with N "
-          ">= the task's max_seq_length, or register the task with a smaller "
-          "max_seq_length."])
+          f"QAFeatureConverter: the input_tokens length {length} "
+          "(TASK_FEATURE_LENGTHS) is shorter than a QA window of", window,
+          "tokens; cutting it would lose context and answer positions. Set "
+          "the input_tokens length to at least the max_seq_length of the "
+          "task (384 for the XTREME QA tasks)."])
       with tf.control_dependencies([fits]):
         return {**example,
                 "input_tokens": tf.identity(example["input_tokens"])}
