@@ -22,7 +22,7 @@ the PassThrough vocabularies of the output features):
   retrieval: one float vector per example (the pooled sentence embedding).
 """
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import seqio
@@ -168,11 +168,14 @@ def encode_sentence_pair(ex: Dict[str, tf.Tensor],
     {"input_tokens": [2, 41, 9, 77, 3, 12, 9, 80, 3],
      "token_types":  [0, 0, 0, 0, 0, 1, 1, 1, 1],
      "label": 0,
-     "targets": [0]}
+     "targets": [0],
+     "sentence1": "The cat sat.", "sentence2": "A cat sits."}
 
   Over-long pairs are truncated longest-first, as BERT does. The model
   trains on the scalar `label`; the rank-1 `targets` copy is what seqio's
-  evaluator (and so `t5x.eval`) decodes for metrics.
+  evaluator (and so `t5x.eval`) decodes for metrics. The texts (and an
+  `index` from `add_example_index`, when present) stay for readable
+  predictions (`rembert_t5x.t5x_infer`); feature converters drop them.
 
   Raises:
     tf.errors.InvalidArgumentError: `label` outside [0, num_classes).
@@ -195,7 +198,30 @@ def encode_sentence_pair(ex: Dict[str, tf.Tensor],
       # Rank-1 copy for seqio's evaluator and T5X, which decode predictions
       # and targets through the `targets` output feature.
       "targets": label[None],
+      "sentence1": ex["sentence1"],
+      "sentence2": ex["sentence2"],
+      **_kept_index(ex),
   }
+
+
+def _kept_index(ex: Mapping[str, Any]) -> Dict[str, Any]:
+  return {"index": ex["index"]} if "index" in ex else {}
+
+
+def add_example_index(dataset: tf.data.Dataset) -> tf.data.Dataset:
+  """Numbers the examples of a split in order: adds `index` (int32).
+
+  Input:  {"sentence1": "a", ...}, {"sentence1": "b", ...}, ...
+  Output: {"sentence1": "a", ..., "index": 0}, {..., "index": 1}, ...
+
+  XTREME's pair and tagging data have no example ids; the index is the
+  example's position in the split (in a sharded run, in the shard), which
+  readable predictions report as the example id. Not a per-example map: it
+  must run before anything that drops, adds or reorders examples.
+  """
+  return dataset.enumerate().map(
+      lambda i, ex: {**ex, "index": tf.cast(i, tf.int32)},
+      num_parallel_calls=tf.data.AUTOTUNE)
 
 
 @seqio.map_over_dataset
@@ -260,6 +286,7 @@ def align_word_tags(ex: Dict[str, tf.Tensor],
      "targets":      [0,   1,  0,    2,      0,     0],
      "weights":      [0.,  1., 0.,   1.,     1.,    0.],
      "tokens": ..., "tags": ...}   # word-level copies for evaluation
+  (plus `index`, from `add_example_index`, when present).
 
   Only first sub-tokens carry a loss (weight 1); other sub-tokens, [CLS] and
   [SEP] get weight 0 and target 0. A word that tokenises to nothing (e.g.
@@ -311,6 +338,7 @@ def align_word_tags(ex: Dict[str, tf.Tensor],
       "weights": tf.concat([[0.0], weights, [0.0]], 0),
       "tokens": words,
       "tags": tags,
+      **_kept_index(ex),
   }
 
 
@@ -633,28 +661,74 @@ def _ids(size: int) -> seqio.Vocabulary:
   return seqio.PassThroughVocabulary(size=size, eos_id=None)
 
 
-def pair_output_features(vocabulary: seqio.Vocabulary, num_classes: int
+class LabelVocabulary(seqio.PassThroughVocabulary):
+  """Class or tag ids that pass through unchanged, plus their names.
+
+  Decoding stays the identity: seqio's evaluator decodes predictions through
+  the `targets` vocabulary and the postprocessors expect ids. The names are
+  for readable predictions: T5X's infer hands its `write_fn` only this
+  vocabulary, so it is where a writer finds "entailment" for class 0
+  (`rembert_t5x.t5x_infer`).
+  """
+
+  def __init__(self, names: Sequence[str]):
+    self.names = tuple(str(n) for n in names)
+    # eos_id=None, as `_ids`: id 0 is a real class.
+    super().__init__(size=len(self.names), eos_id=None)
+
+  def name(self, label_id: int) -> str:
+    if not 0 <= label_id < len(self.names):
+      raise ValueError(f"predicted id {label_id} is outside the "
+                       f"{len(self.names)} labels {list(self.names)}.")
+    return self.names[label_id]
+
+  def __eq__(self, other):
+    return super().__eq__(other) and getattr(other, "names", None) == self.names
+
+  def __hash__(self):
+    return hash(self.names)
+
+  def __str__(self) -> str:
+    return f"LabelVocabulary({list(self.names)})"
+
+
+def _labels(labels: Union[int, Sequence[str]]) -> LabelVocabulary:
+  if isinstance(labels, int):
+    labels = [str(i) for i in range(labels)]
+  return LabelVocabulary(labels)
+
+
+def pair_output_features(vocabulary: seqio.Vocabulary,
+                         labels: Union[int, Sequence[str]]
                          ) -> Dict[str, seqio.Feature]:
   """input_tokens, token_types, targets ([label], for the evaluator).
 
   The scalar `label` the model trains on travels as an extra feature; seqio's
   evaluator measures every output feature's length, so output features are
   rank 1.
+
+  Args:
+    vocabulary: the SentencePiece vocabulary.
+    labels: the class names in id order (or a count: names "0", "1", ...).
   """
   return {
       "input_tokens": seqio.Feature(vocabulary, add_eos=False),
       "token_types": seqio.Feature(_ids(2), add_eos=False),
-      "targets": seqio.Feature(_ids(num_classes), add_eos=False),
+      "targets": seqio.Feature(_labels(labels), add_eos=False),
   }
 
 
-def tagging_output_features(vocabulary: seqio.Vocabulary, num_tags: int
+def tagging_output_features(vocabulary: seqio.Vocabulary,
+                            labels: Union[int, Sequence[str]]
                             ) -> Dict[str, seqio.Feature]:
-  """input_tokens, token_types, targets (tag ids), weights (float32)."""
+  """input_tokens, token_types, targets (tag ids), weights (float32).
+
+  `labels`: the tag names in id order (or a count: names "0", "1", ...).
+  """
   return {
       "input_tokens": seqio.Feature(vocabulary, add_eos=False),
       "token_types": seqio.Feature(_ids(2), add_eos=False),
-      "targets": seqio.Feature(_ids(num_tags), add_eos=False),
+      "targets": seqio.Feature(_labels(labels), add_eos=False),
       "weights": seqio.Feature(_ids(2), add_eos=False, dtype=tf.float32),
   }
 

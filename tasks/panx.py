@@ -41,8 +41,9 @@ XTREME_DIR_ENV = "REMBERT_XTREME_DIR"
 def _register(source_for, vocabulary, prefix, languages) -> List[str]:
   vocabulary = vocabulary or xp.DefaultVocabulary()
   common = dict(
-      output_features=xp.tagging_output_features(vocabulary, len(LABELS)),
-      preprocessors=[functools.partial(xp.align_word_tags,
+      output_features=xp.tagging_output_features(vocabulary, LABELS),
+      preprocessors=[xp.add_example_index,
+                     functools.partial(xp.align_word_tags,
                                        num_tags=len(LABELS))],
       postprocess_fn=xp.TaggingPostprocessor(LABELS, fill_tag="O"),
       metric_fns=[metrics.entity_f1_metric])

@@ -65,8 +65,8 @@ def _register(source_for, vocabulary, prefix, languages,
               extra_preprocessors) -> List[str]:
   vocabulary = vocabulary or xp.DefaultVocabulary()
   common = dict(
-      output_features=xp.tagging_output_features(vocabulary, len(LABELS)),
-      preprocessors=[*extra_preprocessors,
+      output_features=xp.tagging_output_features(vocabulary, LABELS),
+      preprocessors=[*extra_preprocessors, xp.add_example_index,
                      functools.partial(xp.align_word_tags,
                                        num_tags=len(LABELS))],
       postprocess_fn=xp.TaggingPostprocessor(LABELS, fill_tag=None),

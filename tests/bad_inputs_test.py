@@ -17,6 +17,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 import sentencepiece as spm
+import seqio
 
 from rembert_t5x import cli
 from rembert_t5x import configs
@@ -313,6 +314,52 @@ def test_qa_position_beyond_the_sequence():
   with pytest.raises(cli.UserError, match=r"field 'end_positions' has value "
                      r"8 outside the sequence \[0, 8\)"):
     train.check_batch(model, batch, "t", 0)
+
+
+def test_qa_feature_length_shorter_than_the_task_windows(spm_model, tmp_path):
+  """TASK_FEATURE_LENGTHS below the QA task's window length is refused."""
+  import functools  # pylint: disable=g-import-not-at-top
+  from rembert_t5x import xtreme_preprocessors as xp  # pylint: disable=g-import-not-at-top
+  from rembert_tasks import qa as qa_tasks  # pylint: disable=g-import-not-at-top
+  context = "the cat sat on a mat " * 6
+  (tmp_path / "train.json").write_text(json.dumps({"data": [{"paragraphs": [{
+      "context": context, "qas": [{"id": "q1", "question": "the cat sat?",
+                                   "answers": [{"text": "mat",
+                                                "answer_start": 17}]}]}]}]}))
+  xp.add_task(
+      "test_bad_qa_windows",
+      source=qa_tasks.squad_file_source({"train": str(tmp_path / "train.json")}),
+      preprocessors=[functools.partial(
+          qa.qa_windows_preprocessor, max_seq_length=32, doc_stride=8,
+          source=str(tmp_path / "train.json"))],
+      output_features=qa.output_features(
+          vocabulary.RemBertVocabulary(spm_model), 32))
+  model = models.RemBertQAModel(
+      network.RemBertForQuestionAnswering(test_utils.TINY_CONFIG))
+  # The runner (and T5X) give the task the lengths: refused before reading.
+  with pytest.raises(cli.UserError) as e:
+    train.make_dataset(model, "test_bad_qa_windows", {"input_tokens": 16}, 2,
+                       "train", 0, False)
+  assert str(e.value) == (
+      f"task test_bad_qa_windows, split train: {tmp_path / 'train.json'}: "
+      "task_feature_lengths['input_tokens'] = 16 is shorter than this QA "
+      "task's windows (max_seq_length = 32): windows would be cut, losing "
+      "context and answer positions. Set TASK_FEATURE_LENGTHS = "
+      "{'input_tokens': 32} (or register the task with max_seq_length <= 16).")
+  # A dataset built without lengths: the converter refuses the cut.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  windows = seqio.get_mixture_or_task("test_bad_qa_windows").get_dataset(
+      None, split="train", shuffle=False)
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=r"the input_tokens length 16 \(TASK_FEATURE_LENGTHS\) "
+                     r"is shorter than a QA window of\] \[32\] \[tokens;"):
+    list(model.FEATURE_CONVERTER_CLS(pack=False)(windows,
+                                                 {"input_tokens": 16}))
+  # At the window length the same data converts.
+  data = train.make_dataset(model, "test_bad_qa_windows",
+                            {"input_tokens": 32}, 2, "train", 0, False)
+  assert train.next_batch(data, "test_bad_qa_windows", 0)[
+      "input_tokens"].shape == (2, 32)
 
 
 def test_malformed_task_data_while_training(spm_model, tmp_path):

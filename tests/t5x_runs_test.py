@@ -20,13 +20,15 @@ import pytest
 from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x import t5x_partitioning
+from tests import test_utils
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNS = os.path.join(REPO, "gin_configs", "runs")
 RUN_FILES = sorted(f for f in glob.glob(os.path.join(RUNS, "*.gin"))
                    if not os.path.basename(f).startswith("local_"))
 T5X_RUN_FILES = ("t5x/configs/runs/pretrain.gin",
-                 "t5x/configs/runs/finetune.gin", "t5x/configs/runs/eval.gin")
+                 "t5x/configs/runs/finetune.gin", "t5x/configs/runs/eval.gin",
+                 "t5x/configs/runs/infer.gin")
 HAS_T5X = importlib.util.find_spec("t5x") is not None
 needs_t5x = pytest.mark.skipif(
     not HAS_T5X, reason="t5x is not installed (pip install -e '.[t5x]')")
@@ -39,6 +41,19 @@ TASK_FILES = {
               "RemBertForSequenceClassification", 2),
     "panx": ("RemBertTaggingModel", "RemBertForTokenClassification", 7),
     "xquad": ("RemBertQAModel", "RemBertForQuestionAnswering", None),
+}
+# infer file -> (model class, task module with LABELS or None for QA, the
+# t5x_infer writer it binds).
+INFER_FILES = {
+    "xnli": ("RemBertPairClassificationModel", "xnli",
+             "write_pair_predictions"),
+    "pawsx": ("RemBertPairClassificationModel", "pawsx",
+              "write_pair_predictions"),
+    "panx": ("RemBertTaggingModel", "panx", "write_tagging_predictions"),
+    "udpos": ("RemBertTaggingModel", "udpos", "write_tagging_predictions"),
+    "xquad": ("RemBertQAModel", None, "write_qa_windows"),
+    "mlqa": ("RemBertQAModel", None, "write_qa_windows"),
+    "tydiqa": ("RemBertQAModel", None, "write_qa_windows"),
 }
 # RemBERT's fine-tuning learning rates (paper Table 15).
 PAPER_LR = {"xnli": 1e-5, "pawsx": 8e-6, "panx": 8e-6, "xquad": 9e-6}
@@ -58,7 +73,8 @@ def test_expected_run_files_exist():
   for name in ["pretrain_mlm.gin", "t5x_cpu_tiny.gin",
                "t5x_cpu_model_parallel.gin"] + [
                    f"{kind}_{task}.gin" for task in TASK_FILES
-                   for kind in ("finetune", "eval")]:
+                   for kind in ("finetune", "eval")] + [
+                       f"infer_{task}.gin" for task in INFER_FILES]:
     assert name in names
 
 
@@ -110,6 +126,23 @@ def test_task_files_bind_model_and_heads(task):
   if task in label_counts:
     module, n = label_counts[task]
     assert len(importlib.import_module(module).LABELS) == n
+
+
+@pytest.mark.parametrize("task", sorted(INFER_FILES))
+def test_infer_files_bind_model_writer_and_heads(task):
+  model_cls, module, writer = INFER_FILES[task]
+  text = _read(f"infer_{task}.gin")
+  assert f"MODEL = @models.{model_cls}()" in text
+  assert f"@t5x_infer.{writer}" in text
+  assert hasattr(importlib.import_module("rembert_t5x.t5x_infer"), writer)
+  assert "include 'gin_configs/runs/infer_base.gin'" in text
+  if module is None:  # QA: the windows are merged per question
+    assert "merge_fn = @t5x_infer.merge_qa_predictions" in text
+    assert _macros(text)["TASK_FEATURE_LENGTHS"] == "{'input_tokens': 384}"
+  else:
+    labels = importlib.import_module(f"rembert_tasks.{module}").LABELS
+    assert re.search(rf"num_classes = {len(labels)}$", text, re.M)
+    assert _macros(text)["MIXTURE_OR_TASK_NAME"] == f"'rembert_{task}_en'"
 
 
 @pytest.mark.parametrize("task", sorted(TASK_FILES))
@@ -168,6 +201,8 @@ def _parse(monkeypatch, script, files, bindings=()):
                 "INITIAL_CHECKPOINT_PATH = '/tmp/unused'"],
       "eval": ["CHECKPOINT_PATH = '/tmp/unused'",
                "EVAL_OUTPUT_DIR = '/tmp/unused'"],
+      "infer": ["CHECKPOINT_PATH = '/tmp/unused'",
+                "INFER_OUTPUT_DIR = '/tmp/unused'"],
   }[script]
   gin.parse_config_files_and_bindings(files, required + list(bindings))
   return gin
@@ -257,3 +292,40 @@ def test_model_parallel_overlay_builds_2x2_partitioner(monkeypatch,
                                           "model": 2}
   rules = dict(partitioner._logical_axis_rules)  # pylint: disable=protected-access
   assert rules["vocab"] == "model" and rules["output_embed"] is None
+
+
+@needs_t5x
+@pytest.mark.parametrize("task", sorted(INFER_FILES))
+def test_infer_run_files_build_tiny_models(task, monkeypatch, clean_gin):
+  from rembert_t5x import t5x_infer  # pylint: disable=g-import-not-at-top
+  gin = _parse(monkeypatch, "infer", [
+      "gin_configs/models/tiny.gin", f"gin_configs/runs/infer_{task}.gin",
+      "gin_configs/runs/t5x_cpu_tiny.gin"])
+  model = _build_model(gin)
+  assert type(model).__name__ == INFER_FILES[task][0]
+  write_fn = gin.query_parameter("infer_script.infer.write_fn")
+  assert write_fn.scoped_configurable_fn.__name__ == INFER_FILES[task][2]
+  verify = gin.query_parameter("infer_script.infer.verify_matching_vocabs_fn")
+  assert (verify.scoped_configurable_fn.__name__ ==
+          t5x_infer.verify_task_vocabulary.__name__)
+  assert gin.query_parameter("utils.RestoreCheckpointConfig.dtype") == "float32"
+
+
+@needs_t5x
+def test_pretrain_train_eval_off_without_a_validation_split(monkeypatch,
+                                                            clean_gin):
+  name = test_utils.register_random_mlm_task()  # a 'train' split only
+
+  def train_eval_config(*bindings):
+    gin = _parse(monkeypatch, "train", [
+        "gin_configs/models/tiny.gin", "gin_configs/runs/pretrain_mlm.gin",
+        "gin_configs/runs/t5x_cpu_tiny.gin"],
+                 [f"MIXTURE_OR_TASK_NAME = '{name}'",
+                  "MIXTURE_OR_TASK_MODULE = None", *bindings])
+    return gin.query_parameter(
+        "train_script.train.train_eval_dataset_cfg").scoped_configurable_fn()
+
+  assert train_eval_config() is None
+  # With the split, T5X's own train-eval config comes through unchanged.
+  config = train_eval_config("train_eval/utils.DatasetConfig.split = 'train'")
+  assert (config.mixture_or_task_name, config.split) == (name, "train")
