@@ -41,7 +41,7 @@ MLQA; plus "xtreme" = (EM + F1) / 2.
 
 import functools
 import os
-from typing import Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import seqio
 import tensorflow as tf
@@ -225,17 +225,20 @@ def first_existing(candidates: Sequence[str]) -> str:
   return candidates[0]
 
 
-def squad_file_source(paths: Mapping[str, Sequence[str]]) -> seqio.DataSource:
+def squad_file_source(paths: Mapping[str, Union[str, Sequence[str]]]
+                      ) -> seqio.DataSource:
   """A seqio source over SQuAD-format JSON files, one per split.
 
-  Each split names its candidate file paths (see `first_existing`). Files
-  are read (and validated) when a split's dataset is built, so registering
-  never touches the disk.
+  Each split names its file, or candidate files (see `first_existing`).
+  Files are read (and validated) when a split's dataset is built, so
+  registering never touches the disk.
   """
+  candidates = {split: [p] if isinstance(p, str) else list(p)
+                for split, p in paths.items()}
 
   def dataset_fn(split, shuffle_files, seed=None):
     del shuffle_files, seed  # One file per split: nothing to shuffle.
-    return qa.squad_file_dataset(first_existing(paths[split]))
+    return qa.squad_file_dataset(first_existing(candidates[split]))
 
   return seqio.FunctionDataSource(dataset_fn, splits=tuple(paths))
 
