@@ -245,15 +245,17 @@ def test_tiny_local_sweep_end_to_end(tmp_path):
   # 64 training pairs at batch 32, 1 epoch: 2 steps, derived from the data.
   tasks = {"pair": dataclasses.replace(tasks["pair"], batch_size=32,
                                        train_steps=None, epochs=1)}
-  points = sweep.expand_grid(tasks, [1e-3, 2e-3], [0])
+  # One grid point keeps the test fast; `aggregate` tests cover the choice
+  # between learning rates.
+  points = sweep.expand_grid(tasks, [1e-3], [0])
   work = tmp_path / "sweep"
   table = sweep.run_local(str(work), points, CONFIG, str(tmp_path / "pre"),
                           "tiny", log=lambda _: None)
   langs = set(manifest["languages"])
   assert set(table["families"]["pair"]["languages"]) == langs
-  assert table["grids"]["pair"]["best_learning_rate"] in (1e-3, 2e-3)
+  assert table["grids"]["pair"]["best_learning_rate"] == 1e-3
   saved = json.loads((work / "sweep.json").read_text())
-  assert len(saved["runs"]) == 2 and saved["average"] == table["average"]
+  assert len(saved["runs"]) == 1 and saved["average"] == table["average"]
   run = saved["runs"][0]
   assert run["train_steps"] == 2 and run["checkpoint_period"] == 2
   assert run["selection"]["task"] == "sweeptest_pair_qla"
@@ -267,5 +269,5 @@ def test_tiny_local_sweep_end_to_end(tmp_path):
   logs = []
   again = sweep.run_local(str(work), points, CONFIG, str(tmp_path / "pre"),
                           "tiny", log=logs.append)
-  assert all(l.endswith("done, skipped") for l in logs) and len(logs) == 2
+  assert all(l.endswith("done, skipped") for l in logs) and len(logs) == 1
   assert again == table
