@@ -104,8 +104,7 @@ def drop_layers(workdir: str, config: network.RemBertConfig, pretrained: str,
       log(f"{l} layers: fine-tuning {task.name} {task.train_steps} steps")
       sweep.run_point(sub, point, layer_config(config, l), pretrained)
     record = json.loads(path.read_text())
-    scores = {lang: sweep.task_score(m)
-              for lang, m in record["languages"].items()}
+    scores = sweep.family_scores(record)[task.evaluations[0].family]
     zero = [v for lang, v in scores.items() if lang != task.train_language]
     rows.append({"layers": l, "scores": scores,
                  "train_language": scores[task.train_language],

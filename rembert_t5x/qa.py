@@ -475,6 +475,30 @@ def read_squad_file(path: str,
   return parse_squad_json(data, path, check_alignment)
 
 
+def check_gold_answers(examples: Sequence[QAExample], source: str) -> None:
+  """Refuses a file whose gold answers are all blank; warns on some.
+
+  XTREME's download blanks the answers of the sets it keeps hidden (XQuAD
+  and MLQA test; in its current layout also the TyDiQA-GoldP dev files):
+  scoring predictions against them would silently report 0.
+
+  Raises:
+    ValueError: naming the file, when no question has a non-empty answer.
+  """
+  blank = [ex.example_id for ex in examples
+           if not any(text.strip() for text in ex.answer_texts)]
+  if len(blank) == len(examples):
+    raise ValueError(
+        f"{source}: every one of the {len(examples)} questions has blank gold "
+        "answers (XTREME's download blanks hidden evaluation sets); it cannot "
+        "be trained on or scored (every score would be 0). Use the original "
+        "dataset's file or the TFDS task instead.")
+  if blank:
+    logging.warning("%s: %d of %d questions have blank gold answers (first: "
+                    "%s); each of them scores 0 in evaluation.",
+                    source, len(blank), len(examples), blank[0])
+
+
 # The element spec of TFDS' SQuAD-like datasets (`qa_utils.squadlike_features`
 # minus the title), which the local-file source reproduces.
 SQUADLIKE_SIGNATURE = {
@@ -496,6 +520,7 @@ def squad_file_dataset(path: str) -> tf.data.Dataset:
   left to `qa_windows_preprocessor` and its `on_misaligned` policy.
   """
   examples = read_squad_file(path, check_alignment=False)
+  check_gold_answers(examples, path)
 
   def generate() -> Iterator[Dict[str, Any]]:
     for ex in examples:

@@ -284,6 +284,22 @@ def _complete_steps(root: pathlib.Path) -> list[tuple[int, pathlib.Path]]:
                 if p.name.isdigit() and (p / "default").is_dir())
 
 
+def checkpoint_dirs(path: str) -> list[tuple[int, pathlib.Path]]:
+  """(step, dir) of every complete checkpoint under a MODEL_DIR, oldest first.
+
+  Checkpoint selection (`eval.select_checkpoint`) scores each of them.
+  """
+  root = pathlib.Path(path)
+  if (root / "checkpoints").is_dir():
+    root = root / "checkpoints"
+  if not root.is_dir():
+    raise cli.UserError(f"checkpoint {path}: no such directory")
+  steps = _complete_steps(root)
+  if not steps:
+    raise cli.UserError(f"checkpoint {path}: no checkpoint found in {root}")
+  return steps
+
+
 def latest_checkpoint_dir(path: str) -> pathlib.Path:
   """The newest complete checkpoint under a MODEL_DIR or checkpoints dir."""
   root = pathlib.Path(path)

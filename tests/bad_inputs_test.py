@@ -531,6 +531,14 @@ def test_squad_json(tmp_path, mutate, message):
   assert str(e.value).startswith(path) and message in str(e.value)
 
 
+def test_squad_blank_gold_answers(tmp_path):
+  data = _squad(lambda p: p["qas"][0].update(answers=[]))
+  path = _file(tmp_path, "tydiqa.goldp.en.dev.json", json.dumps(data))
+  with pytest.raises(ValueError, match=f"{path}: every one of the 1 questions "
+                     "has blank gold answers"):
+    qa.squad_file_dataset(path)
+
+
 def test_squad_not_json(tmp_path):
   path = _file(tmp_path, "squad.json", '{"data": [')
   with pytest.raises(ValueError, match=f"{path}: not valid JSON"):

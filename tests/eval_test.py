@@ -61,10 +61,77 @@ def test_train_then_evaluate_every_language(tasks, tmp_path, family, model, leng
 def test_language_table_and_helpers():
   metrics = {"x_pair_de": {"accuracy": 80.0}, "x_pair_en": {"accuracy": 90.0}}
   table = eval_lib.language_table(metrics, chance={"de": 50.0, "en": 50.0})
-  assert "| de | 80.0 | 50.0 |" in table
-  assert "| **avg** | 85.0 |" in table
+  assert "| x_pair | de | 80.0 | 50.0 |" in table
+  assert "| x_pair | **avg** | 85.0 |" in table
   assert eval_lib.task_language("rembert_xnli_de") == "de"
+  assert eval_lib.task_family("rembert_local_mlqa_en") == "rembert_local_mlqa"
   assert eval_lib.main_metric({"exact_match": 1, "f1": 2, "xtreme": 3}) == "xtreme"
+
+
+def test_results_are_keyed_by_full_task_name(tmp_path):
+  """rembert_mlqa_en and rembert_squad_en both end in `en`: two rows."""
+  metrics = {"rembert_mlqa_en": {"exact_match": 40.0, "f1": 60.0},
+             "rembert_mlqa_de": {"exact_match": 30.0, "f1": 50.0},
+             "rembert_squad_en": {"exact_match": 80.0, "f1": 88.0}}
+  record = eval_lib.write_results(str(tmp_path), metrics, "mlqa")
+  assert record["families"] == {
+      "rembert_mlqa": {"de": metrics["rembert_mlqa_de"],
+                       "en": metrics["rembert_mlqa_en"]},
+      "rembert_squad": {"en": metrics["rembert_squad_en"]}}
+  saved = json.loads((tmp_path / "results.json").read_text())
+  assert saved["tasks"] == metrics and "languages" not in saved
+  table = (tmp_path / "results.md").read_text()
+  assert "| rembert_mlqa | en | 40.0 | 60.0 |" in table
+  assert "| rembert_squad | en | 80.0 | 88.0 |" in table
+  assert "| rembert_mlqa | **avg** | 35.0 | 55.0 |" in table
+
+
+def _save_checkpoint(model_dir, step, params):
+  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
+  mngr = ocp.CheckpointManager(model_dir / "checkpoints")
+  mngr.save(step, args=ocp.args.StandardSave({"params": params}), force=True)
+  mngr.wait_until_finished()
+  mngr.close()
+
+
+def test_selection_picks_the_best_english_dev_checkpoint(tmp_path):
+  """Three checkpoints whose dev accuracies are 0, 100 and 0: the middle one
+  (neither the first nor the last) is selected and evaluated."""
+  import jax  # pylint: disable=g-import-not-at-top
+  test_utils.register_constant_pair_task("evaltest_select_en", label=1)
+  test_utils.register_constant_pair_task("evaltest_select_de", label=0)
+  model = models.RemBertPairClassificationModel(
+      network.RemBertForSequenceClassification(test_utils.TINY_CONFIG, 2))
+  params = jax.tree_util.tree_map(np.asarray, model.get_initial_variables(
+      jax.random.PRNGKey(0), {"input_tokens": (1, 8)})["params"])
+
+  def always(label):
+    p = jax.tree_util.tree_map(np.copy, params)
+    p["classifier"]["kernel"][:] = 0.0
+    p["classifier"]["bias"][:] = [5.0, -5.0] if label == 0 else [-5.0, 5.0]
+    return p
+
+  for step, label in ((10, 0), (20, 1), (30, 0)):
+    _save_checkpoint(tmp_path / "m", step, always(label))
+  lengths = {"input_tokens": 8}
+  record = eval_lib.evaluate(
+      str(tmp_path / "m"), str(tmp_path / "out"), model=model,
+      mixture_or_task_name="evaltest_select_de", task_feature_lengths=lengths,
+      batch_size=4, selection_task="evaltest_select_en")
+  assert record["selection"] == {
+      "task": "evaltest_select_en", "split": "validation", "step": 20,
+      "scores": {"10": 0.0, "20": 100.0, "30": 0.0}}
+  # The selected checkpoint (always 1), not the latest (always 0), was
+  # evaluated on the other task.
+  assert record["tasks"]["evaltest_select_de"]["accuracy"] == 0.0
+  saved = json.loads((tmp_path / "out" / "results.json").read_text())
+  assert saved["selection"]["step"] == 20
+  latest = eval_lib.evaluate(
+      str(tmp_path / "m"), str(tmp_path / "out2"), model=model,
+      mixture_or_task_name="evaltest_select_de", task_feature_lengths=lengths,
+      batch_size=4)
+  assert latest["tasks"]["evaltest_select_de"]["accuracy"] == 100.0
+  assert "selection" not in latest
 
 
 def test_eval_cli_needs_checkpoint_path(tmp_path):
