@@ -307,3 +307,14 @@ class QAFeatureConverter(_RemBertFeatureConverter):
       "start_positions": _Spec(dtype=tf.int32, rank=0),
       "end_positions": _Spec(dtype=tf.int32, rank=0),
   }
+
+
+class RetrievalFeatureConverter(_RemBertFeatureConverter):
+  """Sentence embedding (Tatoeba, BUCC): one sentence per row, no labels.
+
+  Task features: input_tokens, token_types. The task's `targets` (the
+  sentence's [side, index] key) stays with the example for the metric and is
+  not a model feature.
+  """
+
+  TOKEN_FEATURES = dict(_BASE_TOKEN_FEATURES)
