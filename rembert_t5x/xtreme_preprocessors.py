@@ -1,5 +1,5 @@
-"""Preprocessors, postprocessors and metrics for XTREME classification,
-tagging and retrieval.
+"""Preprocessors and postprocessors for XTREME classification, tagging and
+retrieval (retrieval scoring: `rembert_t5x.retrieval_metrics`).
 
 Task features follow docs/DESIGN.md:
 
@@ -18,7 +18,9 @@ the PassThrough vocabularies of the output features):
     sequence such as a `[batch, 1]` array row).
   token tagging: one tag id per sub-token position, aligned with
     `input_tokens` (length = the model's input length; positions past the
-    example's own length are ignored).
+    example's own length are ignored). Long sentences are split into
+    several examples (`split_long_sentences`); the tagging metrics join
+    them back (`WholeSentences`).
   retrieval: one float vector per example (the pooled sentence embedding).
 """
 
