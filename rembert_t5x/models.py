@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rembert_t5x import cli
 from rembert_t5x import feature_converters
 from rembert_t5x import network
 
@@ -270,8 +271,17 @@ class RemBertRetrievalModel(RemBertBaseModel):
 
   FEATURE_CONVERTER_CLS = feature_converters.RetrievalFeatureConverter
 
+  def __init__(self, module: network.RemBertForRetrieval, optimizer_def=None,
+               input_vocabulary=None, output_vocabulary=None):
+    super().__init__(module, optimizer_def, input_vocabulary, output_vocabulary)
+    try:  # a gin typo in the layer or pooling is reported before any work
+      module.pooled_layer()
+    except ValueError as e:
+      raise cli.UserError(str(e)) from e
+
   def loss_fn(self, params, batch: Batch, dropout_rng=None):
-    raise NotImplementedError(
+    # A user error (one line from the local runner), not a missing feature.
+    raise cli.UserError(
         "RemBertRetrievalModel has no training loss: XTREME's retrieval tasks "
         "(BUCC, Tatoeba) embed sentences with the encoder as it is. Evaluate "
         "it with `t5x.eval` (gin_configs/runs/eval_tatoeba.gin, "

@@ -471,9 +471,8 @@ class RemBertForRetrieval(nn.Module):
   layer: Optional[int] = None
   pooling: str = "mean"
 
-  @nn.compact
-  def __call__(self, input_tokens, token_types=None, segment_ids=None,
-               positions=None, *, enable_dropout: bool = False) -> Array:
+  def pooled_layer(self) -> int:
+    """The 1-based layer this module pools; checks `layer` and `pooling`."""
     cfg = self.config
     if self.pooling not in ("mean", "cls"):
       raise ValueError(f"RemBertForRetrieval.pooling must be 'mean' or "
@@ -485,7 +484,14 @@ class RemBertForRetrieval(nn.Module):
       raise ValueError(
           f"RemBertForRetrieval.layer must be an integer in [1, "
           f"{cfg.num_layers}] (the model's layers), got {layer!r}")
-    x = RemBertEncoder(cfg, stop_after_layer=layer, name="encoder")(
+    return layer
+
+  @nn.compact
+  def __call__(self, input_tokens, token_types=None, segment_ids=None,
+               positions=None, *, enable_dropout: bool = False) -> Array:
+    cfg = self.config
+    x = RemBertEncoder(cfg, stop_after_layer=self.pooled_layer(),
+                       name="encoder")(
         input_tokens, token_types, segment_ids, positions,
         enable_dropout=enable_dropout)
     x = x.astype(jnp.float32)

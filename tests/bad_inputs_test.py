@@ -20,6 +20,7 @@ import sentencepiece as spm
 
 from rembert_t5x import cli
 from rembert_t5x import configs
+from rembert_t5x import eval as eval_lib
 from rembert_t5x import io_utils
 from rembert_t5x import metrics
 from rembert_t5x import models
@@ -185,6 +186,30 @@ def test_task_vocabulary_larger_than_the_model(run_gin, tmp_path, capsys):
   assert ("task test_big_vocab_mlm: its vocabulary has 200 ids but the "
           "model's VOCAB_SIZE is 97") in err
   assert not (tmp_path / "m" / "checkpoints").exists()
+
+
+def test_training_the_retrieval_model(run_gin, tmp_path, capsys):
+  err = _train_error(
+      run_gin, tmp_path / "m", capsys,
+      "--gin.train.train.model=@models.RemBertRetrievalModel()",
+      "--gin.models.RemBertRetrievalModel.module="
+      "@network.RemBertForRetrieval()")
+  assert "RemBertRetrievalModel has no training loss" in err
+  assert not (tmp_path / "m" / "checkpoints").exists()
+
+
+def test_retrieval_layer_beyond_the_model(tmp_path, capsys):
+  run = tmp_path / "run.gin"
+  run.write_text(
+      "include 'gin_configs/models/tiny.gin'\n"
+      "include 'gin_configs/runs/local_eval_retrieval.gin'\n"
+      "VOCAB_SIZE = 97\nRETRIEVAL_LAYER = 40\n")
+  err = _cli_error(eval_lib.main, [
+      f"--gin_file={run}", f"--gin.CHECKPOINT_DIR='{tmp_path / 'm'}'",
+      f"--gin.EVAL_OUTPUT_DIR='{tmp_path / 'out'}'"], capsys)
+  assert err == ("error: RemBertForRetrieval.layer must be an integer in "
+                 "[1, 2] (the model's layers), got 40")
+  assert not (tmp_path / "out").exists()
 
 
 def test_checkpoint_of_another_architecture(run_gin, tmp_path, capsys):
