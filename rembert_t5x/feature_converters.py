@@ -336,3 +336,14 @@ class QAFeatureConverter(_RemBertFeatureConverter):
     return super().__call__(
         ds.map(check_window_fits, num_parallel_calls=tf.data.AUTOTUNE),
         task_feature_lengths)
+
+
+class RetrievalFeatureConverter(_RemBertFeatureConverter):
+  """Sentence embedding (Tatoeba, BUCC): one sentence per row, no labels.
+
+  Task features: input_tokens, token_types. The task's `targets` (the
+  sentence's [side, index] key) stays with the example for the metric and is
+  not a model feature.
+  """
+
+  TOKEN_FEATURES = dict(_BASE_TOKEN_FEATURES)

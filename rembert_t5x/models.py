@@ -19,6 +19,8 @@ task's `targets` vocabulary, a pass-through one for ids):
     logits per window; `rembert_t5x.qa` post-processing does the n-best
     search over windows and maps spans back to the context. The aux output
     carries the best in-window span and its score.
+  * retrieval: `[batch, emb_dim]` float32 sentence embeddings (a pooled
+    intermediate layer); no loss.
 """
 
 from typing import Any, Callable, Mapping, Optional
@@ -29,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rembert_t5x import cli
 from rembert_t5x import feature_converters
 from rembert_t5x import network
 
@@ -255,6 +258,45 @@ class RemBertTaggingModel(RemBertBaseModel):
     return (scores, {"logits": logits}) if return_intermediates else scores
 
 
+class RemBertRetrievalModel(RemBertBaseModel):
+  """Sentence embeddings for retrieval (XTREME BUCC, Tatoeba).
+
+  XTREME scores retrieval with the encoder as it is, without training on the
+  task: the network (`network.RemBertForRetrieval`) pools the hidden states
+  of one layer, and the task's metric compares the embeddings by cosine
+  similarity. `predict_batch` returns the `[batch, emb_dim]` float32
+  embeddings; SeqIO passes them through the task's pass-through `targets`
+  vocabulary unchanged to the retrieval metrics. There is no loss.
+  """
+
+  FEATURE_CONVERTER_CLS = feature_converters.RetrievalFeatureConverter
+
+  def __init__(self, module: network.RemBertForRetrieval, optimizer_def=None,
+               input_vocabulary=None, output_vocabulary=None):
+    super().__init__(module, optimizer_def, input_vocabulary, output_vocabulary)
+    try:  # a gin typo in the layer or pooling is reported before any work
+      module.pooled_layer()
+    except ValueError as e:
+      raise cli.UserError(str(e)) from e
+
+  def loss_fn(self, params, batch: Batch, dropout_rng=None):
+    # A user error (one line from the local runner), not a missing feature.
+    raise cli.UserError(
+        "RemBertRetrievalModel has no training loss: XTREME's retrieval tasks "
+        "(BUCC, Tatoeba) embed sentences with the encoder as it is. Evaluate "
+        "it with `t5x.eval` (gin_configs/runs/eval_tatoeba.gin, "
+        "eval_bucc.gin) or `python -m rembert_t5x.eval`; train with another "
+        "model class.")
+
+  def predict_batch_with_aux(self, params, batch: Batch, rng=None):
+    return self._apply(params, batch), {}
+
+  def score_batch(self, params, batch: Batch, return_intermediates=False):
+    """No likelihood to score: returns the `[batch, emb_dim]` embeddings."""
+    embeddings = self._apply(params, batch)
+    return (embeddings, {}) if return_intermediates else embeddings
+
+
 def best_spans(start_logits: Array, end_logits: Array, context_mask: Array,
                max_answer_length: int) -> tuple[Array, Array]:
   """Best (start, end) with start <= end < start + max_answer_length.
@@ -402,7 +444,8 @@ FINETUNE_ASSIGNMENT_MAP = ((r"state/.*", None),)
 
 def make_module(kind: str, config: network.RemBertConfig,
                 num_classes: Optional[int] = None) -> nn.Module:
-  """The network for an objective: 'mlm', 'pair', 'tagging' or 'qa'."""
+  """The network for an objective: 'mlm', 'pair', 'tagging', 'qa' or
+  'retrieval' (XTREME's pooled layer, `network.xtreme_retrieval_layer`)."""
   if kind == "mlm":
     return network.RemBertForMaskedLM(config)
   if kind == "pair":
@@ -411,6 +454,9 @@ def make_module(kind: str, config: network.RemBertConfig,
     return network.RemBertForTokenClassification(config, num_classes)
   if kind == "qa":
     return network.RemBertForQuestionAnswering(config)
-  raise ValueError(f"unknown objective {kind!r}: expected mlm, pair, tagging or qa")
+  if kind == "retrieval":
+    return network.RemBertForRetrieval(config)
+  raise ValueError(f"unknown objective {kind!r}: expected mlm, pair, tagging, "
+                   "qa or retrieval")
 
 

@@ -247,10 +247,14 @@ class RemBertEncoder(nn.Module):
     config: network sizes.
     include_pretraining_only_layers: also run the
       `num_pretraining_only_layers` layers on top (pre-training only).
+    stop_after_layer: if set (1-based), build and run only the first this
+      many layers and return their output (sentence retrieval reads an
+      intermediate layer; see `RemBertForRetrieval`).
   """
 
   config: RemBertConfig
   include_pretraining_only_layers: bool = False
+  stop_after_layer: Optional[int] = None
 
   def setup(self):
     cfg = self.config
@@ -262,6 +266,7 @@ class RemBertEncoder(nn.Module):
       self.embedding_projection = None
     num_layers = (cfg.num_pretraining_layers
                   if self.include_pretraining_only_layers else cfg.num_layers)
+    num_layers = self._truncated_depth(num_layers)
     # A list attribute names its items layers_0, layers_1, ...
     self.layers = [EncoderLayer(cfg) for _ in range(num_layers)]
 
@@ -313,6 +318,22 @@ class RemBertEncoder(nn.Module):
   def attend(self, x: Array) -> Array:
     """Tied decoder: `[..., input_embed_dim]` -> `[..., padded_vocab_size]`."""
     return self.embeddings.attend(x)
+
+  # --- Intermediate layers (sentence retrieval) ---------------------------
+  # `stop_after_layer=k` (1-based) builds and runs only layers 1..k, so the
+  # encoder returns the hidden states after layer k. The parameter names of
+  # those layers are unchanged (`layers_0` .. `layers_{k-1}`), so a full
+  # checkpoint restores into it and its upper layers are simply not read.
+
+  def _truncated_depth(self, num_layers: int) -> int:
+    k = self.stop_after_layer
+    if k is None:
+      return num_layers
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= num_layers:
+      raise ValueError(
+          f"RemBertEncoder.stop_after_layer must be an integer in [1, "
+          f"{num_layers}] (the encoder has {num_layers} layers), got {k!r}")
+    return k
 
 
 class MlmHead(nn.Module):
@@ -458,3 +479,72 @@ class RemBertForQuestionAnswering(nn.Module):
     logits = _dense(cfg, 2, (axes.EMBED, axes.CLASSES), "qa_outputs")(x)
     # -> 2 x [batch, length]
     return logits[..., 0], logits[..., 1]
+
+
+# --- Sentence retrieval (XTREME BUCC, Tatoeba) -----------------------------
+
+
+def xtreme_retrieval_layer(num_layers: int) -> int:
+  """The layer XTREME pools for retrieval: L/2 + 2 (1-based), at most L.
+
+  XTREME's scripts pool hidden state index 7 of the 12 layer outputs
+  (layer 8) for mBERT/XLM-R base and index 13 of 24 (layer 14) for XLM-R
+  large (`scripts/run_tatoeba.sh`), i.e. L/2 + 2; for RemBERT's 32 layers
+  that is layer 18. Tiny test models (L < 4) use their last layer.
+  """
+  return min(num_layers, num_layers // 2 + 2)
+
+
+class RemBertForRetrieval(nn.Module):
+  """Sentence embeddings: the pooled hidden states of one encoder layer.
+
+  XTREME's protocol (`third_party/evaluate_retrieval.py`): run the
+  pre-trained encoder without any fine-tuning, take the hidden states after
+  a middle layer and average them over every real token, [CLS] and [SEP]
+  included (its default `pool_skip_special_token=False`); similarity is the
+  cosine of these vectors.
+
+  Attributes:
+    config: network sizes.
+    layer: 1-based layer whose output is pooled; None picks XTREME's choice,
+      `xtreme_retrieval_layer(config.num_layers)` (18 for RemBERT).
+    pooling: "mean" (XTREME's default) or "cls" (the [CLS] hidden state,
+      what XTREME's `run_bucc2018.sh` passes with `--pool_type cls`).
+  """
+
+  config: RemBertConfig
+  layer: Optional[int] = None
+  pooling: str = "mean"
+
+  def pooled_layer(self) -> int:
+    """The 1-based layer this module pools; checks `layer` and `pooling`."""
+    cfg = self.config
+    if self.pooling not in ("mean", "cls"):
+      raise ValueError(f"RemBertForRetrieval.pooling must be 'mean' or "
+                       f"'cls', got {self.pooling!r}")
+    layer = (self.layer if self.layer is not None
+             else xtreme_retrieval_layer(cfg.num_layers))
+    if (isinstance(layer, bool) or not isinstance(layer, int)
+        or not 1 <= layer <= cfg.num_layers):
+      raise ValueError(
+          f"RemBertForRetrieval.layer must be an integer in [1, "
+          f"{cfg.num_layers}] (the model's layers), got {layer!r}")
+    return layer
+
+  @nn.compact
+  def __call__(self, input_tokens, token_types=None, segment_ids=None,
+               positions=None, *, enable_dropout: bool = False) -> Array:
+    cfg = self.config
+    x = RemBertEncoder(cfg, stop_after_layer=self.pooled_layer(),
+                       name="encoder")(
+        input_tokens, token_types, segment_ids, positions,
+        enable_dropout=enable_dropout)
+    x = x.astype(jnp.float32)
+    if self.pooling == "cls":
+      # [batch, length, emb_dim] -> [batch, emb_dim]
+      return x[:, 0]
+    if segment_ids is None:
+      segment_ids = (input_tokens != cfg.pad_id).astype(jnp.int32)
+    real = (segment_ids > 0).astype(jnp.float32)[..., None]  # [b, len, 1]
+    # [batch, length, emb_dim] -> [batch, emb_dim]
+    return jnp.sum(x * real, axis=1) / jnp.maximum(jnp.sum(real, axis=1), 1.0)

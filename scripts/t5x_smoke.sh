@@ -12,6 +12,8 @@
 #   7. t5x.infer with infer_pawsx.gin, infer_panx.gin and infer_xquad.gin on
 #      one language each, checking the readable predictions (class names, a
 #      tag per word, one answer per question).
+#   8. t5x.eval of sentence retrieval (eval_tatoeba.gin) from step 2's
+#      pre-training checkpoint, on parallel synthetic sentences.
 # Needs: the first `python` on PATH with t5x and this package importable.
 # No downloads. Takes a few minutes on 2 CPU cores. Exits non-zero on any
 # failure. Keeps its work directory when KEEP=1 (path printed at the end).
@@ -70,6 +72,18 @@ qa_files.update({f"xquad/xquad.{lang}.json": path
 for name, path in qa_files.items():
   os.makedirs(os.path.dirname(f"{data}/xtreme/{name}"), exist_ok=True)
   shutil.copy(path, f"{data}/xtreme/{name}")
+# Tatoeba layout for retrieval: the tag dev sets are parallel across
+# languages, sentence i of every language being the same latent sentence.
+os.makedirs(f"{data}/xtreme/tatoeba")
+def sentences(lang):
+  return [" ".join(token for token, _ in s)
+          for s in synthetic.make_tag_examples(lang, "dev", 16)]
+for lang in files["tag"]["dev"]:
+  if lang != train:
+    for side, lines in ((lang, sentences(lang)), ("eng", sentences(train))):
+      with open(f"{data}/xtreme/tatoeba/tatoeba.{lang}-eng.{side}", "w",
+                encoding="utf-8") as f:
+        f.write("".join(line + "\n" for line in lines))
 PY
 
 # The task module T5X imports (MIXTURE_OR_TASK_MODULE): registers the smoke
@@ -77,10 +91,11 @@ PY
 mkdir -p "$WORK/py"
 cat > "$WORK/py/rembert_smoke_tasks.py" <<'PY'
 import json, os
-from rembert_tasks import panx, pawsx, pretraining, qa
+from rembert_tasks import panx, pawsx, pretraining, qa, retrieval
 data = os.environ["REMBERT_SMOKE_DATA"]
 with open(os.path.join(data, "manifest.json"), encoding="utf-8") as f:
-  languages = json.load(f)["languages"]
+  manifest = json.load(f)
+languages = manifest["languages"]
 pretraining.register_local_text_mlm(
     "smoke_mlm", directory=os.path.join(data, "corpus"))
 pawsx.register_pawsx_local(os.path.join(data, "xtreme"), prefix="smoke_",
@@ -92,6 +107,10 @@ qa.register_qa_local(os.path.join(data, "xtreme"), prefix="smoke_",
                      xquad_languages=languages, mlqa_languages=(),
                      tydiqa_languages=(), max_seq_length=96, doc_stride=32,
                      max_query_length=32, max_answer_length=12)
+retrieval.register_tatoeba_local(
+    os.path.join(data, "xtreme"), prefix="smoke_",
+    languages={lang: lang for lang in languages
+               if lang != manifest["train_language"]})
 PY
 
 TINY=(--gin_search_paths=. --gin_file=gin_configs/models/tiny.gin)
@@ -210,6 +229,14 @@ infer infer_pawsx.gin smoke_pawsx_qcy "$WORK/finetune_pawsx/checkpoint_4" pair
 infer infer_panx.gin smoke_panx_qgr "$WORK/finetune_panx/checkpoint_4" tag
 infer infer_xquad.gin smoke_xquad_qdv "$WORK/finetune_qa/checkpoint_4" qa \
   "${QA_FLAGS[@]}" --gin.MAX_ANSWER_LENGTH=12
+step "retrieval from the pre-training checkpoint (t5x.eval, eval_tatoeba.gin)"
+python -m t5x.eval "${TINY[@]}" --gin_file=gin_configs/runs/eval_tatoeba.gin \
+  --gin_file=gin_configs/runs/t5x_cpu_tiny.gin "${TASKS[@]}" \
+  --gin.MIXTURE_OR_TASK_NAME="'smoke_tatoeba_zeroshot'" \
+  --gin.CHECKPOINT_PATH="'$CKPT'" \
+  --gin.EVAL_OUTPUT_DIR="'$WORK/eval_tatoeba'" --alsologtostderr \
+  > "$WORK/eval_tatoeba.log" 2>&1 || { tail -50 "$WORK/eval_tatoeba.log"; exit 1; }
+check_metrics "$WORK/eval_tatoeba" "$WORK/eval_tatoeba.log"
 
 step "done: T5X $(python -c 'import t5x, os; print(os.path.dirname(t5x.__file__))')"
 if [[ "${KEEP:-0}" == 1 ]]; then echo "work directory kept: $WORK"; fi

@@ -228,6 +228,28 @@ def test_task_vocabulary_larger_than_the_model(run_gin, tmp_path, capsys):
   assert not (tmp_path / "m" / "checkpoints").exists()
 
 
+def test_training_the_retrieval_model(run_gin, tmp_path, capsys):
+  run_gin.write_text(RUN_GIN + (
+      "train.train.model = @models.RemBertRetrievalModel()\n"
+      "models.RemBertRetrievalModel.module = @network.RemBertForRetrieval()\n"))
+  err = _train_error(run_gin, tmp_path / "m", capsys)
+  assert "RemBertRetrievalModel has no training loss" in err
+
+
+def test_retrieval_layer_beyond_the_model(tmp_path, capsys):
+  run = tmp_path / "run.gin"
+  run.write_text(
+      "include 'gin_configs/models/tiny.gin'\n"
+      "include 'gin_configs/runs/local_eval_retrieval.gin'\n"
+      "VOCAB_SIZE = 97\nRETRIEVAL_LAYER = 40\n")
+  err = _cli_error(eval_lib.main, [
+      f"--gin_file={run}", f"--gin.CHECKPOINT_DIR='{tmp_path / 'm'}'",
+      f"--gin.EVAL_OUTPUT_DIR='{tmp_path / 'out'}'"], capsys)
+  assert err == ("error: RemBertForRetrieval.layer must be an integer in "
+                 "[1, 2] (the model's layers), got 40")
+  assert not (tmp_path / "out").exists()
+
+
 def test_checkpoint_of_another_architecture(run_gin, tmp_path, capsys):
   """A MODEL_DIR holding a checkpoint of a wider model is refused, untouched."""
   model_dir = tmp_path / "m"

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from rembert_t5x import cli
 from rembert_t5x import configs
 from rembert_t5x import models
 from rembert_t5x import network
@@ -151,6 +152,35 @@ def test_tagging_model():
   batch["weights"] = (rng.random((B, L)) < 0.5).astype(np.float32)
   _check_loss(model, params, batch)
   assert model.predict_batch(params, batch).shape == (B, L)
+
+
+def test_retrieval_model_embeds_with_the_pretrained_encoder():
+  model = models.RemBertRetrievalModel(models.make_module("retrieval", CFG))
+  assert isinstance(model.module, network.RemBertForRetrieval)
+  params = _init(model)
+  _, batch = _base_batch()
+  embeddings = model.predict_batch(params, batch)
+  assert embeddings.shape == (B, CFG.emb_dim)
+  assert embeddings.dtype == jnp.float32
+  scores, aux = model.score_batch(params, batch, return_intermediates=True)
+  np.testing.assert_array_equal(scores, embeddings)
+  assert aux == {}
+  # A pre-training checkpoint's params (MLM head and all) work as they are.
+  mlm = models.RemBertMLMModel(network.RemBertForMaskedLM(CFG))
+  mlm_params = _init(mlm)
+  full = model.predict_batch(mlm_params, batch)
+  only_encoder = model.predict_batch({"encoder": mlm_params["encoder"]},
+                                     batch)
+  np.testing.assert_array_equal(full, only_encoder)
+  # Rows differ, padding does not matter (row 1 is padded from 9 on).
+  assert not np.allclose(full[0], full[1])
+  trimmed = {k: v[1:2, :9] for k, v in batch.items()}
+  np.testing.assert_allclose(model.predict_batch(mlm_params, trimmed)[0],
+                             full[1], rtol=1e-5, atol=1e-6)
+  with pytest.raises(cli.UserError, match="no training loss"):
+    model.loss_fn(params, batch)
+  with pytest.raises(cli.UserError, match="no training loss"):
+    model.eval_fn(params, batch)
 
 
 def test_qa_model_predicts_spans_inside_the_context():

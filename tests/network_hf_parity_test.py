@@ -201,6 +201,31 @@ def test_encoder_hidden_states_and_pooler_match_hf():
   _assert_close(pooled, out.pooler_output)
 
 
+def test_retrieval_embedding_is_xtremes_pooling_of_hf_hidden_states():
+  # XTREME's evaluate_retrieval.py: the HF model's hidden states (embedding
+  # output first), `all_layer_outputs[-num_layers:][specific_layer]`, mean
+  # over the attention mask ([CLS] and [SEP] included).
+  cfg = network.RemBertConfig(**{**test_utils.TINY_CONFIG.__dict__,
+                                 "num_layers": 4})
+  hf = _randomise(transformers.RemBertModel(_hf_config(cfg)))
+  ids, types, mask = _inputs(cfg)
+  sd = {f"rembert.{k}": v for k, v in _state_dict(hf).items()}
+  flat = cc.hf_to_flat_params(sd, cc.hf_name_map(cfg, cc.Head.ENCODER),
+                              ignore_unused=("rembert.pooler.",))
+  with torch.no_grad():
+    hidden = hf(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask),
+                output_hidden_states=True).hidden_states
+  layer_outputs = hidden[-cfg.num_layers:]
+  for specific_layer in range(cfg.num_layers):
+    states = layer_outputs[specific_layer].numpy()
+    expected = ((states * mask[..., None]).sum(1)
+                / mask.sum(1, keepdims=True))
+    ours = network.RemBertForRetrieval(cfg, layer=specific_layer + 1).apply(
+        {"params": cc.unflatten(flat)}, jnp.asarray(ids),
+        segment_ids=jnp.asarray(mask, jnp.int32))
+    _assert_close(ours, expected)
+
+
 @pytest.mark.parametrize("head_cls,head,num_labels", [
     ("RemBertForSequenceClassification", cc.Head.SEQUENCE_CLASSIFICATION, 3),
     ("RemBertForTokenClassification", cc.Head.TOKEN_CLASSIFICATION, 5),

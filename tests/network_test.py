@@ -171,3 +171,68 @@ def test_dropout_only_when_enabled():
 def test_config_errors_name_the_field(changes, message):
   with pytest.raises(ValueError, match=message):
     dataclasses.replace(test_utils.TINY_CONFIG, **changes)
+
+
+# --- Sentence retrieval: an intermediate layer, pooled ----------------------
+
+DEEP = dataclasses.replace(test_utils.TINY_CONFIG, num_layers=6)
+
+
+def test_xtreme_retrieval_layer():
+  # XTREME: layer 8 of 12 (mBERT, XLM-R base), 14 of 24 (XLM-R large).
+  assert [network.xtreme_retrieval_layer(n) for n in (12, 24, 32, 6, 2)] == [
+      8, 14, 18, 5, 2]
+
+
+def test_retrieval_reads_only_the_layers_it_runs():
+  variables = _init(network.RemBertForRetrieval(DEEP, layer=3))
+  described = _describe(variables)
+  assert all(d["axes"] is not None for d in described.values())
+  layers = sorted(k for k in variables["params"]["encoder"]
+                  if k.startswith("layers_"))
+  assert layers == ["layers_0", "layers_1", "layers_2"]
+  assert set(variables["params"]) == {"encoder"}  # no head
+
+
+def test_retrieval_pools_the_hidden_states_of_its_layer():
+  full = network.RemBertEncoder(DEEP)
+  tokens = jnp.array([[2, 11, 12, 13, 3, 0, 0], [2, 21, 3, 0, 0, 0, 0]])
+  variables = full.init(jax.random.PRNGKey(0), tokens)
+  shallow = network.RemBertEncoder(dataclasses.replace(DEEP, num_layers=3))
+  hidden3 = np.asarray(shallow.apply(variables, tokens))  # same first layers
+  real = np.asarray(tokens != 0, np.float32)[..., None]
+  expected = (hidden3 * real).sum(1) / real.sum(1)
+  # The full encoder's parameters (layers 3-5 unused) restore into it.
+  mean = network.RemBertForRetrieval(DEEP, layer=3).apply(
+      {"params": {"encoder": variables["params"]}}, tokens)
+  np.testing.assert_allclose(mean, expected, rtol=1e-5, atol=1e-6)
+  cls = network.RemBertForRetrieval(DEEP, layer=3, pooling="cls").apply(
+      {"params": {"encoder": variables["params"]}}, tokens)
+  np.testing.assert_allclose(cls, hidden3[:, 0], rtol=1e-5, atol=1e-6)
+  # Padding does not change an embedding.
+  padded = jnp.pad(tokens, ((0, 0), (0, 4)))
+  again = network.RemBertForRetrieval(DEEP, layer=3).apply(
+      {"params": {"encoder": variables["params"]}}, padded)
+  np.testing.assert_allclose(again, mean, rtol=1e-5, atol=1e-6)
+  # The default layer is XTREME's L/2 + 2 = 5 of 6.
+  default = network.RemBertForRetrieval(DEEP).apply(
+      {"params": {"encoder": variables["params"]}}, tokens)
+  hidden5 = np.asarray(network.RemBertEncoder(
+      dataclasses.replace(DEEP, num_layers=5)).apply(variables, tokens))
+  np.testing.assert_allclose(default, (hidden5 * real).sum(1) / real.sum(1),
+                             rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("module,message", [
+    (network.RemBertForRetrieval(DEEP, layer=7),
+     r"RemBertForRetrieval.layer must be an integer in \[1, 6\].*got 7"),
+    (network.RemBertForRetrieval(DEEP, layer=0),
+     r"RemBertForRetrieval.layer must be an integer in \[1, 6\].*got 0"),
+    (network.RemBertForRetrieval(DEEP, pooling="max"),
+     r"RemBertForRetrieval.pooling must be 'mean' or 'cls', got 'max'"),
+    (network.RemBertEncoder(DEEP, stop_after_layer=9),
+     r"RemBertEncoder.stop_after_layer must be an integer in \[1, 6\]"),
+])
+def test_retrieval_errors_name_the_field(module, message):
+  with pytest.raises(ValueError, match=message):
+    _init(module)

@@ -290,6 +290,35 @@ def test_eval_run_files_build_tiny_models(task, monkeypatch, clean_gin):
   assert type(model).__name__ == TASK_FILES[task][0]
 
 
+@pytest.mark.parametrize("name", ["eval_tatoeba.gin", "eval_bucc.gin"])
+def test_retrieval_eval_files_bind_the_retrieval_model(name):
+  text = _read(name) + _read("eval_tatoeba.gin")
+  assert "MODEL = @models.RemBertRetrievalModel()" in text
+  assert "@network.RemBertForRetrieval()" in text
+  m = _macros(text)
+  assert m["RETRIEVAL_LAYER"].startswith("None")  # XTREME's L/2 + 2
+  assert m["RETRIEVAL_POOLING"] == "'mean'"
+  if name == "eval_bucc.gin":
+    assert "utils.DatasetConfig.split = 'validation'" in text
+
+
+@needs_t5x
+@pytest.mark.parametrize("name", ["eval_tatoeba", "eval_bucc"])
+def test_retrieval_eval_files_build_tiny_models(name, monkeypatch, clean_gin):
+  gin = _parse(monkeypatch, "eval", [
+      "gin_configs/models/tiny.gin", f"gin_configs/runs/{name}.gin",
+      "gin_configs/runs/t5x_cpu_tiny.gin"],
+      bindings=["RETRIEVAL_LAYER = 1"])
+  model = _build_model(gin)
+  assert isinstance(model, models.RemBertRetrievalModel)
+  assert model.module.layer == 1
+  variables = model.get_initial_variables(
+      jax.random.PRNGKey(0), {"input_tokens": (2, 16)})
+  assert set(variables["params"]) == {"encoder"}
+  split = gin.query_parameter("utils.DatasetConfig.split")
+  assert split == ("validation" if name == "eval_bucc" else "test")
+
+
 @needs_t5x
 def test_finetune_steps_are_derived_from_the_dataset(monkeypatch, clean_gin):
   """TRAIN_STEPS, EVAL_PERIOD, warm-up and decay as T5X's gin evaluates them,
