@@ -646,47 +646,6 @@ def head_from_params(shapes: Mapping[str, tuple[int, ...]]
   return Head.ENCODER, None
 
 
-def config_from_shapes(shapes: Mapping[str, tuple[int, ...]],
-                       source: str, *, num_heads: int) -> network.RemBertConfig:
-  """Our config, as far as our flat params' shapes determine it.
-
-  The attention kernels join heads x head_dim, so the number of heads is not
-  in the shapes and must be given. Epsilon, dropout and pad id are not in the
-  shapes either: RemBERT's defaults are used (pass a gin file to the
-  converter to state them). Without an MLM head the output embedding width is
-  unknown and set to `input_embed_dim`. All layers count as fine-tuning
-  layers (HF has no pre-training-only ones). A padded vocabulary counts as
-  real (`vocab_size` = the rows stored).
-  """
-  def need(path):
-    if path not in shapes:
-      raise ValueError(f"{source}: missing parameter {path!r}: not a RemBERT "
-                       "checkpoint")
-    return shapes[path]
-
-  vocab, e_in = need("encoder/embeddings/word_embeddings/embedding")
-  positions = need("encoder/embeddings/position_embeddings/embedding")[0]
-  types = need("encoder/embeddings/token_type_embeddings/embedding")[0]
-  hidden, joined = need("encoder/layers_0/attention/query/kernel")
-  if joined % num_heads:
-    raise ValueError(f"{source}: attention width {joined} is not divisible "
-                     f"by num_heads {num_heads}")
-  mlp = need("encoder/layers_0/mlp/wi/kernel")[1]
-  layer_ids = {int(m.group(1)) for k in shapes
-               if (m := re.match(r"encoder/layers_(\d+)/", k))}
-  if layer_ids != set(range(len(layer_ids))):
-    raise ValueError(f"{source}: layers are not numbered 0..n-1: "
-                     f"{sorted(layer_ids)}")
-  tied = "mlm_head/decoder_bias" in shapes
-  e_out = (shapes["mlm_head/dense/kernel"][1] if "mlm_head/dense/kernel"
-           in shapes else e_in)
-  return network.RemBertConfig(
-      vocab_size=vocab, input_embed_dim=e_in, emb_dim=hidden,
-      output_embed_dim=e_out, num_layers=len(layer_ids), num_heads=num_heads,
-      head_dim=joined // num_heads, mlp_dim=mlp, max_position_embeddings=positions,
-      type_vocab_size=types, tie_embeddings=tied)
-
-
 def config_mismatch(a: network.RemBertConfig, b: network.RemBertConfig,
                     fields=ARCHITECTURE_FIELDS) -> Optional[str]:
   """The first architecture field where `a` and `b` differ, as a message."""

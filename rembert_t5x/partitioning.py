@@ -20,7 +20,12 @@ does not divide (it fails in partitioned init), so every partitioned
 dimension must divide exactly: see `tests/partitioned_init_test.py`.
 """
 
-from typing import Optional, Sequence
+import math
+from typing import Any, Mapping, Optional, Sequence
+
+import flax
+from flax.linen import partitioning as nn_partitioning
+import jax
 
 # Parameter and activation axis names. Keep every name used by the network here.
 BATCH = "batch"
@@ -135,3 +140,56 @@ def axis_names_without_rule(
   """
   known = {name for name, _ in (rules or logical_axis_rules())}
   return sorted({a for a in axis_names if a not in known})
+
+
+# --- Checks on a layout (what T5X's partitioned init requires) --------------
+
+
+def mesh_partition_specs(params_axes: Any,
+                         rules: LogicalAxisRules) -> dict[str, Any]:
+  """`{"a/b/kernel": PartitionSpec}` from the `params_axes` collection.
+
+  The mapping T5X's `PjitPartitioner.get_mesh_axes` applies: flax's
+  logical -> mesh resolution, each mesh axis used at most once per array.
+  """
+  logical = flax.traverse_util.flatten_dict(
+      flax.core.unfreeze(nn_partitioning.get_axis_names(params_axes)),
+      sep="/")
+  return {path: nn_partitioning.logical_to_mesh_axes(spec, rules)
+          for path, spec in logical.items()}
+
+
+def _ways(entry, mesh_shape: Mapping[str, int]) -> int:
+  names = entry if isinstance(entry, tuple) else (entry,)
+  return math.prod(mesh_shape[n] for n in names if n is not None)
+
+
+def indivisible_dimensions(shapes: Mapping[str, Any],
+                           specs: Mapping[str, Any],
+                           mesh_shape: Mapping[str, int]) -> list[str]:
+  """Every parameter dimension its mesh axes do not divide, as messages.
+
+  T5X builds the train state under pjit with these specs as out shardings
+  and fails (`IndivisibleError`) on any of them: it never replicates
+  instead. Empty means the layout partitions.
+  """
+  problems = []
+  for path, shape in shapes.items():
+    spec = tuple(specs[path]) + (None,) * (len(shape.shape) - len(specs[path]))
+    for dim, (size, entry) in enumerate(zip(shape.shape, spec)):
+      ways = _ways(entry, mesh_shape)
+      if size % ways:
+        problems.append(f"{path} {tuple(shape.shape)}: dimension {dim} "
+                        f"({size}) over {entry} ({ways} ways)")
+  return problems
+
+
+def bytes_per_device(shapes: Mapping[str, Any], specs: Mapping[str, Any],
+                     mesh_shape: Mapping[str, int],
+                     copies: int = 1) -> int:
+  """Bytes of the parameters on one device (x `copies`: 3 with Adam)."""
+  total = 0
+  for path, shape in shapes.items():
+    ways = math.prod(_ways(e, mesh_shape) for e in tuple(specs[path]))
+    total += math.prod(shape.shape) * jax.numpy.dtype(shape.dtype).itemsize // ways
+  return total * copies

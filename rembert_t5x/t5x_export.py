@@ -177,9 +177,12 @@ def t5x_native(checkpoint_dir: str, output_dir: str, *,
   # pylint: enable=g-import-not-at-top
   source = checkpoint_io.OrbaxParams(checkpoint_dir)
   config = _config(source, gin_file)
-  params = cc.unflatten(cc.resize_vocab_params(
-      cc.flatten(train.load_params(str(source.step_dir))),
-      config.padded_vocab_size))
+  loaded = cc.flatten(train.load_params(str(source.step_dir)))
+  word = loaded.get("encoder/embeddings/word_embeddings/embedding")
+  rows_added = 0 if word is None else config.padded_vocab_size - word.shape[0]
+  params = cc.unflatten(cc.resize_vocab_params(loaded,
+                                               config.padded_vocab_size))
+  del loaded
   state = build_train_state(params, config, optimizer)
   del params
   leaves = jax.tree_util.tree_leaves(state.params)
@@ -192,7 +195,8 @@ def t5x_native(checkpoint_dir: str, output_dir: str, *,
       raise RuntimeError(f"T5X's Checkpointer wrote no checkpoint_0 in {tmp}")
     checkpoint_io.write_config(tmp, config)
   return checkpoint_io.Summary(str(output_dir), cc.Head.MASKED_LM.value,
-                               tensors, count, 0, {},
+                               tensors, count,
+                               rows_added, {},
                                checkpoint_io.peak_rss_bytes() / 2**20)
 
 

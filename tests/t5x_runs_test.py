@@ -19,6 +19,7 @@ import pytest
 
 from rembert_t5x import models
 from rembert_t5x import network
+from rembert_t5x import partitioning
 from rembert_t5x import t5x_partitioning
 from tests import test_utils
 
@@ -390,6 +391,32 @@ def test_model_parallel_overlay_builds_2x2_partitioner(monkeypatch,
                                           "model": 2}
   rules = dict(partitioner._logical_axis_rules)  # pylint: disable=protected-access
   assert rules["vocab"] == "model" and rules["output_embed"] is None
+  assert rules["joined_kv"] == "model"
+
+
+@needs_t5x
+def test_two_d_parameter_partitioning_maps_decoupled_widths_to_data(
+    monkeypatch, clean_gin):
+  gin = _parse(monkeypatch, "train", [
+      "gin_configs/models/tiny.gin", "gin_configs/runs/pretrain_mlm.gin",
+      "gin_configs/runs/t5x_cpu_tiny.gin"],
+      ["PARAMETER_PARTITIONING_DIMS = 2"])
+  rules = gin.query_parameter(
+      "partitioning.PjitPartitioner.logical_axis_rules").scoped_configurable_fn()
+  assert ("embed", "data") in rules  # T5X's own 2-D rule
+  assert ("input_embed", "data") in rules and ("output_embed", "data") in rules
+
+
+@needs_t5x
+@pytest.mark.parametrize("run,script", [
+    ("pretrain_mlm", "train"), ("finetune_pawsx", "train"),
+    ("eval_pawsx", "eval")])
+def test_t5x_run_files_pad_the_vocabulary(run, script, monkeypatch, clean_gin):
+  gin = _parse(monkeypatch, script, [
+      "gin_configs/models/paper/rembert.gin", f"gin_configs/runs/{run}.gin"])
+  config = _build_model(gin).config
+  assert config.vocab_pad_multiple == partitioning.T5X_VOCAB_PAD_MULTIPLE
+  assert (config.vocab_size, config.padded_vocab_size) == (250300, 250368)
 
 
 @needs_t5x
