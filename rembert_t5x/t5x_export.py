@@ -32,6 +32,7 @@ import numpy as np
 from rembert_t5x import checkpoint_conversion as cc
 from rembert_t5x import checkpoint_io
 from rembert_t5x import cli
+from rembert_t5x import layer_stacking
 from rembert_t5x import network
 from rembert_t5x import partitioning
 
@@ -177,9 +178,11 @@ def t5x_native(checkpoint_dir: str, output_dir: str, *,
   # pylint: enable=g-import-not-at-top
   source = checkpoint_io.OrbaxParams(checkpoint_dir)
   config = _config(source, gin_file)
-  params = cc.unflatten(cc.resize_vocab_params(
+  # Padded as the T5X run files pad, in the layout the config (SCAN_LAYERS)
+  # asks for, whatever the checkpoint's.
+  params = layer_stacking.to_layout(cc.unflatten(cc.resize_vocab_params(
       cc.flatten(train.load_params(str(source.step_dir))),
-      config.padded_vocab_size))
+      config.padded_vocab_size)), config)
   state = build_train_state(params, config, optimizer)
   del params
   leaves = jax.tree_util.tree_leaves(state.params)
