@@ -32,7 +32,7 @@ v4-64; every assumption is printed.
 
 The memory figures are those of XLA:CPU's compiler for the partitioned
 program, not of XLA:TPU (whose fusion, layouts and rematerialisation
-differ): treat them as a plan, within tens of percent, not a measurement.
+differ): treat them as a plan, not as a measurement on TPU.
 """
 
 import os
@@ -64,6 +64,7 @@ import numpy as np
 from benchmarks import common  # pylint: disable=g-import-not-at-top,wrong-import-position
 from rembert_t5x import models
 from rembert_t5x import network
+from rembert_t5x import partitioning
 from rembert_t5x import train_lib
 
 P = jax.sharding.PartitionSpec
@@ -184,7 +185,8 @@ def _model(kind: str, cfg: network.RemBertConfig, max_predictions: int):
 
 def compile_step(kind: str, cfg: network.RemBertConfig, data: int, model: int,
                  batch: int, seq_len: int, rows_per_shard: int,
-                 settings: dict, flops: bool = True) -> dict[str, Any]:
+                 settings: dict, param_dims: int = 1,
+                 flops: bool = True) -> dict[str, Any]:
   """AOT-compiles one train step on a (data, model) mesh; returns its figures.
 
   With `flops`, the step's real compiled FLOPs come from `layer_flops`
@@ -193,7 +195,9 @@ def compile_step(kind: str, cfg: network.RemBertConfig, data: int, model: int,
   """
   mesh = train_lib.make_mesh((data, model),
                              devices=jax.devices()[:data * model])
-  rules = train_lib.default_rules()
+  # The T5X run files' rules (PARAMETER_PARTITIONING_DIMS = 1 or 2).
+  rules = partitioning.logical_axis_rules(
+      parameter_partitioning_dims=param_dims)
   rows, accum = accumulation(batch, data, rows_per_shard)
   net = _model(kind, cfg, settings.get("max_predictions"))
   tx, schedule = train_lib.make_optimizer(
@@ -207,10 +211,8 @@ def compile_step(kind: str, cfg: network.RemBertConfig, data: int, model: int,
   params = jax.tree_util.tree_map(
       lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
       abstract["params"], p_shard)
-  # The optimizer state's shardings are what XLA derives from the params'
-  # (as `train_lib.init_train_state` gets them), read off a compiled init.
-  with jax.set_mesh(mesh):
-    o_shard = jax.jit(tx.init).lower(params).compile().output_shardings
+  # The moments sharded like the params, as `train_lib.init_train_state`.
+  o_shard = train_lib.opt_state_shardings(tx, params, p_shard, mesh)
   opt = jax.tree_util.tree_map(
       lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
       jax.eval_shape(tx.init, params), o_shard)
@@ -250,9 +252,11 @@ def compile_step(kind: str, cfg: network.RemBertConfig, data: int, model: int,
   compiled_flops = float(cost.get("flops", float("nan")))
   if flops:
     compiled_flops = accum * layer_flops(kind, cfg, model, rows, seq_len,
-                                         tuple(sorted(settings.items())))
+                                         tuple(sorted(settings.items())),
+                                         param_dims)
   return {
       "kind": kind, "devices": data * model, "data": data, "model": model,
+      "param_dims": param_dims,
       "remat_policy": cfg.remat_policy, "scan_layers": cfg.scan_layers,
       "dtype": str(jnp.dtype(cfg.dtype)),
       "global_batch": batch, "seq_len": seq_len,
@@ -276,7 +280,7 @@ def compile_step(kind: str, cfg: network.RemBertConfig, data: int, model: int,
 
 @functools.lru_cache(maxsize=None)
 def layer_flops(kind: str, cfg: network.RemBertConfig, model: int, rows: int,
-                seq_len: int, settings: tuple) -> float:
+                seq_len: int, settings: tuple, param_dims: int) -> float:
   """Compiled per-device FLOPs of one micro-batch, without loops.
 
   XLA's cost analysis counts a loop body once, whatever its trip count, so
@@ -296,7 +300,7 @@ def layer_flops(kind: str, cfg: network.RemBertConfig, model: int, rows: int,
                                 num_pretraining_only_layers=0,
                                 scan_layers=False)
     r = compile_step(kind, small, 1, model, rows, seq_len, rows,
-                     dict(settings), flops=False)
+                     dict(settings), param_dims, flops=False)
     figures.append(r["compiled_flops"])
   one, two = figures
   return one + (depth - 1) * (two - one)
@@ -319,6 +323,7 @@ def plan(results: list[dict], mfu: float, train_steps: int,
     for r in (r for r in pre if r["devices"] == tpu.pod_devices):
       base = next((b for b in pre if b["devices"] == r["devices"]
                    and b["model"] == r["model"]
+                   and b["param_dims"] == r["param_dims"]
                    and b["remat_policy"] == policy_none), None)
       overhead = (r["compiled_flops"] / base["compiled_flops"]
                   if base and base["compiled_flops"] > 0 else 1.0)
@@ -326,7 +331,8 @@ def plan(results: list[dict], mfu: float, train_steps: int,
       step_s = step_flops / (chips * tpu.peak_bf16_per_chip * mfu) * overhead
       rows.append({
           "tpu": tpu.name, "chips": chips, "data": r["data"],
-          "model": r["model"], "remat_policy": r["remat_policy"],
+          "model": r["model"], "param_dims": r["param_dims"],
+          "remat_policy": r["remat_policy"],
           "peak_gib": r["peak_bytes"] / GIB,
           "fits": r["peak_bytes"] <= tpu.hbm_per_device,
           "remat_overhead": overhead, "step_s": step_s,
@@ -354,7 +360,7 @@ def print_report(report: dict) -> None:
   print(f"simulated: {report['simulated_devices']} XLA:CPU devices; "
         f"memory = XLA:CPU buffer assignment of the partitioned step "
         f"(per device)")
-  head = (f"{'kind':8} {'layout':>7} {'remat':>12} {'rows x acc':>10} "
+  head = (f"{'kind':8} {'layout':>7} {'p':>1} {'remat':>11} {'rows x acc':>10} "
           f"{'param+opt':>9} {'args':>7} {'temp':>7} {'peak':>7} "
           f"{'v3 16G':>6} {'v4 32G':>6} {'compile':>7} {'FLOPs/dev':>9} "
           f"{'vs ours':>7}  replicated on model axis")
@@ -363,7 +369,8 @@ def print_report(report: dict) -> None:
     gib = lambda b: f"{b / GIB:6.2f}G"  # pylint: disable=cell-var-from-loop
     policy = {"dots_with_no_batch_dims_saveable": "dots_no_bat"}.get(
         r["remat_policy"], r["remat_policy"])
-    print(f"{r['kind']:8} {r['data']:>3}x{r['model']:<3} {policy:>12} "
+    print(f"{r['kind']:8} {r['data']:>3}x{r['model']:<3} {r['param_dims']} "
+          f"{policy:>11} "
           f"{r['rows_per_data_shard']:>5}x{r['accum_steps']:<4} "
           f"{gib(r['param_bytes'] + r['opt_bytes']):>9} "
           f"{gib(r['argument_bytes'])} {gib(r['temp_bytes'])} "
@@ -376,10 +383,10 @@ def print_report(report: dict) -> None:
   print("assumptions:")
   for k, v in a.items():
     print(f"  {k}: {v}")
-  print(f"{'tpu':6} {'layout':>7} {'remat':>12} {'peak':>7} {'fits':>4} "
-        f"{'remat x':>7} {'step':>7} {'days':>6}")
+  print(f"{'tpu':6} {'layout':>7} {'p':>1} {'remat':>12} {'peak':>7} "
+        f"{'fits':>4} {'remat x':>7} {'step':>7} {'days':>6}")
   for p in report["plan"]:
-    print(f"{p['tpu']:6} {p['data']:>3}x{p['model']:<3} "
+    print(f"{p['tpu']:6} {p['data']:>3}x{p['model']:<3} {p['param_dims']} "
           f"{p['remat_policy'][:12]:>12} {p['peak_gib']:6.2f}G "
           f"{'yes' if p['fits'] else 'no':>4} {p['remat_overhead']:6.2f}x "
           f"{p['step_s']:6.2f}s {p['days']:6.1f}")
@@ -393,13 +400,15 @@ def summarize(results: list[dict], plan_rows: list[dict]) -> dict[str, Any]:
   out: dict[str, Any] = {}
   for name, limit in (("fits_16gib", 16 * GIB), ("fits_32gib", 32 * GIB)):
     out[name] = sorted({f"{r['kind']} {r['data']}x{r['model']} "
-                        f"{r['remat_policy']}" for r in results
+                        f"{r['param_dims']}-D {r['remat_policy']}"
+                        for r in results
                         if r["peak_bytes"] <= limit})
   for tpu in TPUS:
     fitting = [p for p in plan_rows if p["tpu"] == tpu.name and p["fits"]]
     best = min(fitting, key=lambda p: (p["step_s"], p["model"]), default=None)
     out[f"best_{tpu.name}"] = (
-        f"{best['data']}x{best['model']} remat={best['remat_policy']}: "
+        f"{best['data']}x{best['model']} {best['param_dims']}-D "
+        f"remat={best['remat_policy']}: "
         f"{best['step_s']:.2f} s/step, {best['days']:.1f} days"
         if best else "nothing fits")
   out["vocab_replicated_on_model_axis"] = sorted({
@@ -410,11 +419,13 @@ def summarize(results: list[dict], plan_rows: list[dict]) -> dict[str, Any]:
 
 
 def run(config: str, devices: list[int], model_axes: list[int],
-        policies: list[str], scan: bool = True, dtype: str = "bfloat16",
+        policies: list[str], param_dims: tuple[int, ...] = (1,),
+        scan: bool = True, dtype: str = "bfloat16",
         batch: int = PRETRAIN["batch"], seq_len: int = PRETRAIN["seq_len"],
         finetune_batch: int = FINETUNE["batch"],
         finetune_seq_len: int = FINETUNE["seq_len"],
         rows_per_shard: int = 8, finetune: bool = True,
+        finetune_policies: Optional[list[str]] = None,
         mfu: float = 0.4, flops: bool = True, log=print) -> dict[str, Any]:
   """Compiles every (layout, policy) and returns the report dict."""
   start = time.perf_counter()
@@ -423,23 +434,27 @@ def run(config: str, devices: list[int], model_axes: list[int],
         f"{max(devices)} devices wanted, {jax.device_count()} simulated: run "
         "as a script (it sets --xla_force_host_platform_device_count=64)")
   base = common.load_config(config)
-  base = dataclasses.replace(base, scan_layers=scan, dtype=dtype)
+  # As the T5X run files have it: vocabulary padded to a multiple of 128.
+  base = dataclasses.replace(
+      base, scan_layers=scan, dtype=dtype,
+      vocab_pad_multiple=partitioning.T5X_VOCAB_PAD_MULTIPLE)
   pre_settings = dict(PRETRAIN, max_predictions=min(
       PRETRAIN["max_predictions"], seq_len))
   results = []
-  for data, model in layouts(devices, model_axes):
-    for policy in policies:
-      cfg = dataclasses.replace(base, remat_policy=policy)
-      jobs = [("pretrain", batch, seq_len, pre_settings)]
-      if finetune:
-        jobs.append(("finetune", finetune_batch, finetune_seq_len, FINETUNE))
-      for kind, b, t, settings in jobs:
-        log(f"compiling {kind} {data}x{model} remat={policy} ...")
-        r = compile_step(kind, cfg, data, model, b, t, rows_per_shard,
-                         settings, flops=flops)
-        log(f"  peak {r['peak_bytes'] / GIB:.2f} GiB/device, compile "
-            f"{r['compile_s']:.1f} s")
-        results.append(r)
+  grid = [(d, layout, policy) for d in param_dims
+          for layout in layouts(devices, model_axes) for policy in policies]
+  for dims, (data, model), policy in grid:
+    cfg = dataclasses.replace(base, remat_policy=policy)
+    jobs = [("pretrain", batch, seq_len, pre_settings)]
+    if finetune and policy in (finetune_policies or policies):
+      jobs.append(("finetune", finetune_batch, finetune_seq_len, FINETUNE))
+    for kind, b, t, settings in jobs:
+      log(f"compiling {kind} {data}x{model} {dims}-D remat={policy} ...")
+      r = compile_step(kind, cfg, data, model, b, t, rows_per_shard,
+                       settings, dims, flops=flops)
+      log(f"  peak {r['peak_bytes'] / GIB:.2f} GiB/device, compile "
+          f"{r['compile_s']:.1f} s")
+      results.append(r)
   abstract = jax.eval_shape(
       lambda rng: network.RemBertForMaskedLM(base).init(
           rng, jnp.ones((1, 8), jnp.int32)), jax.random.PRNGKey(0))
@@ -483,6 +498,12 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
   p.add_argument("--model_axes", type=_ints, default=[1, 2, 4, 8, 16])
   p.add_argument("--policies", default="none,dots_with_no_batch_dims_saveable,full",
                  help="comma-separated network.REMAT_POLICIES names")
+  p.add_argument("--finetune_policies", default="",
+                 help="policies to compile the fine-tuning step with "
+                      "(default: --policies)")
+  p.add_argument("--param_dims", type=_ints, default=[1, 2],
+                 help="T5X parameter partitioning dims (1: model axis only; "
+                      "2: also H, E_in, E_out over data)")
   p.add_argument("--no_scan", action="store_true",
                  help="unscanned layers (slower to compile)")
   p.add_argument("--dtype", default="bfloat16", help="activation dtype")
@@ -500,17 +521,20 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
   p.add_argument("--json", action="store_true", help="also print a JSON line")
   a = p.parse_args(argv)
   policies = [x for x in a.policies.split(",") if x]
-  unknown = [x for x in policies if x not in network.REMAT_POLICIES]
+  finetune_policies = [x for x in a.finetune_policies.split(",") if x]
+  unknown = [x for x in policies + finetune_policies
+             if x not in network.REMAT_POLICIES]
   if unknown:
     raise SystemExit(f"--policies: unknown {unknown}; expected some of "
                      f"{sorted(network.REMAT_POLICIES)}")
   log = lambda s: print(s, file=sys.stderr, flush=True)
   report = run(a.config, a.devices, a.model_axes, policies,
-               scan=not a.no_scan, dtype=a.dtype, batch=a.batch,
+               param_dims=tuple(a.param_dims), scan=not a.no_scan, dtype=a.dtype, batch=a.batch,
                seq_len=a.seq_len, finetune_batch=a.finetune_batch,
                finetune_seq_len=a.finetune_seq_len,
                rows_per_shard=a.rows_per_shard,
-               finetune=not a.no_finetune, mfu=a.mfu, flops=not a.no_flops,
+               finetune=not a.no_finetune,
+               finetune_policies=finetune_policies, mfu=a.mfu, flops=not a.no_flops,
                log=log)
   print_report(report)
   if a.out:
