@@ -37,21 +37,26 @@ import numpy as np
 import optax
 
 from rembert_t5x import cli
+from rembert_t5x import layer_stacking
 from rembert_t5x import network
 from rembert_t5x import sweep
 
 
 def layer_config(config: network.RemBertConfig, num_layers: int
                  ) -> network.RemBertConfig:
-  """`config` cut to its first `num_layers` layers (no pre-training-only ones)."""
-  return dataclasses.replace(config, num_layers=num_layers,
+  """`config` cut to its first `num_layers` layers (no pre-training-only ones).
+
+  Unscanned: the truncated encoder reads per-layer params
+  (`encoder_params`), whatever the checkpoint's layout.
+  """
+  return dataclasses.replace(config, num_layers=num_layers, scan_layers=False,
                              num_pretraining_only_layers=0)
 
 
 def encoder_params(pretrained: Mapping[str, Any], num_layers: int
                    ) -> Dict[str, Any]:
   """The pre-trained encoder's embeddings, projection and layers < num_layers."""
-  encoder = pretrained["encoder"]
+  encoder = layer_stacking.unstack_layers(pretrained)["encoder"]
   return {k: v for k, v in encoder.items()
           if not (k.startswith("layers_") and int(k[7:]) >= num_layers)}
 

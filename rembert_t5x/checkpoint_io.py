@@ -37,6 +37,7 @@ import numpy as np
 from rembert_t5x import checkpoint_conversion as cc
 from rembert_t5x import cli
 from rembert_t5x import io_utils
+from rembert_t5x import layer_stacking
 from rembert_t5x import network
 
 UserError = cli.UserError
@@ -656,7 +657,10 @@ def t5x_to_hf(checkpoint_dir: str, output_dir: str, *,
     overwrite: replace a non-empty `output_dir`.
   """
   source = OrbaxParams(checkpoint_dir)
-  shapes = {n: source.shape(n) for n in source.names()}
+  # A scanned checkpoint (RemBertConfig.scan_layers) is read under per-layer
+  # names, one layer slice at a time: HF has one module per layer.
+  per_layer = layer_stacking.per_layer_source(source)
+  shapes = {n: per_layer.shape(n) for n in per_layer.names()}
   head, num_classes = cc.head_from_params(shapes)
   config = checkpoint_config(source, gin_file)
   if head != cc.Head.MASKED_LM and config.num_pretraining_only_layers:
@@ -671,9 +675,9 @@ def t5x_to_hf(checkpoint_dir: str, output_dir: str, *,
     raise UserError(f"checkpoint {source.step_dir}: {e}") from e
   if hf_vocab_size is not None:
     hf_config["vocab_size"] = hf_vocab_size
-  specs = [(name, shape, source.dtype(e.ours)) for (name, shape), e in
+  specs = [(name, shape, per_layer.dtype(e.ours)) for (name, shape), e in
            zip(cc.external_specs(entries, hf_vocab_size), entries)]
-  tensors = cc.iter_from_ours(source, entries,
+  tensors = cc.iter_from_ours(per_layer, entries,
                               source_name=f"checkpoint {source.step_dir}",
                               target_vocab_size=hf_vocab_size)
   try:

@@ -33,6 +33,7 @@ import numpy as np
 
 from rembert_t5x import cli
 from rembert_t5x import feature_converters
+from rembert_t5x import layer_stacking
 from rembert_t5x import network
 
 Array = jax.Array
@@ -385,7 +386,11 @@ def finetuning_params_from_pretraining(
 
   Drops what the paper discards after pre-training — the MLM head (output
   embedding) and the layers at or above `num_layers` (pre-training only) —
-  and keeps the freshly initialised task head from `initial`.
+  and keeps the freshly initialised task head from `initial`. Either tree
+  may have scanned (stacked) layers (`RemBertConfig.scan_layers`): the
+  pre-trained layers are brought to `initial`'s layout
+  (`layer_stacking`), so a scanned pre-training run can initialise an
+  unscanned fine-tuning run and vice versa.
 
   Args:
     pretrained: params of a `RemBertForMaskedLM`.
@@ -402,8 +407,13 @@ def finetuning_params_from_pretraining(
   if "encoder" not in pretrained:
     raise ValueError("pre-trained parameters have no 'encoder' subtree; "
                      f"top-level keys are {sorted(pretrained)}")
+  # Work on per-layer names, where "drop layers >= num_layers" is by name.
+  pretrained = layer_stacking.unstack_layers(pretrained)
   encoder = {k: v for k, v in pretrained["encoder"].items()
              if not (k.startswith("layers_") and int(k[7:]) >= num_layers)}
+  if layer_stacking.is_scanned(initial):
+    encoder = layer_stacking.stack_layers({"encoder": encoder},
+                                          num_layers)["encoder"]
   flat_new = _flatten(encoder)
   flat_init = _flatten(initial["encoder"])
   if set(flat_new) != set(flat_init):

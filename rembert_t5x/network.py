@@ -20,6 +20,7 @@ import dataclasses
 from typing import Any, Optional
 
 import flax.linen as nn
+from flax.linen import partitioning as nn_partitioning
 import jax
 import jax.numpy as jnp
 
@@ -27,6 +28,21 @@ from rembert_t5x import layers
 from rembert_t5x import partitioning as axes
 
 Array = jax.Array
+
+# Rematerialisation policies by name (RemBertConfig.remat_policy) -> what
+# `jax.checkpoint` may save for the backward pass. "none" means no remat (every
+# intermediate is kept); "full" saves only each layer's input and recomputes
+# the layer in the backward pass; the "dots" policies keep matmul outputs and
+# recompute the element-wise work. `dots_with_no_batch_dims_saveable` keeps the
+# weight matmuls (q, k, v, out, MLP) but not the attention score and context
+# einsums, whose batch dims make them [batch, heads, length, length].
+REMAT_POLICIES = {
+    "none": None,
+    "full": jax.checkpoint_policies.nothing_saveable,
+    "dots_saveable": jax.checkpoint_policies.dots_saveable,
+    "dots_with_no_batch_dims_saveable":
+        jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +88,14 @@ class RemBertConfig:
       activations, "einsum" elsewhere. All give the same values up to
       rounding; attention dropout, when active, always takes the einsum path
       (jax's function has no dropout).
+    scan_layers: run the Transformer layers as one `nn.scan` over stacked
+      parameters (a leading "layers" axis) instead of a Python loop: XLA
+      compiles one layer instead of all of them. Same outputs and gradients;
+      the parameter tree differs (`layer_stacking` converts between the two).
+    remat_policy: activation rematerialisation of each Transformer layer, one
+      of `REMAT_POLICIES`: what the backward pass keeps from the forward pass
+      instead of recomputing it. Same outputs and gradients, less memory,
+      more FLOPs.
   """
 
   vocab_size: int = 250_300
@@ -94,6 +118,8 @@ class RemBertConfig:
   param_dtype: Any = "float32"
   vocab_pad_multiple: int = 1
   attention_implementation: str = "auto"
+  scan_layers: bool = False
+  remat_policy: str = "none"
 
   def __post_init__(self):
     for field in dataclasses.fields(self):
@@ -134,6 +160,13 @@ class RemBertConfig:
           "RemBertConfig.attention_implementation must be one of "
           f"{layers.ATTENTION_IMPLEMENTATIONS}, got "
           f"{self.attention_implementation!r}")
+    if not isinstance(self.scan_layers, bool):
+      raise ValueError("RemBertConfig.scan_layers must be True or False, got "
+                       f"{self.scan_layers!r}")
+    if self.remat_policy not in REMAT_POLICIES:
+      raise ValueError(
+          f"RemBertConfig.remat_policy must be one of {sorted(REMAT_POLICIES)}, "
+          f"got {self.remat_policy!r}")
     for name in ("dtype", "param_dtype"):
       try:
         jnp.dtype(getattr(self, name))
@@ -234,8 +267,42 @@ class EncoderLayer(nn.Module):
                         param_dtype=cfg.weight_dtype, name="mlp")(x)
     y = dropout(y, deterministic=not enable_dropout)
     x = _layer_norm(cfg, axes.EMBED, "mlp_layer_norm")(x + y)
-    return layers.with_sharding_constraint(
+    x = layers.with_sharding_constraint(
         x, (axes.BATCH, axes.LENGTH, axes.EMBED))
+    # nn.scan's body maps (carry, inputs) -> (carry, outputs): the hidden
+    # state is the carry and there is no per-layer output.
+    return (x, None) if cfg.scan_layers else x
+
+
+def _layer_stack(config: RemBertConfig, num_layers: int, name: str):
+  """`num_layers` EncoderLayers, rematerialised and scanned as configured.
+
+  Unscanned: a list of layers (named `{name}_0`, `{name}_1`, ... by Flax).
+  Scanned: one module `name` whose parameters are the layers' parameters
+  stacked on a leading axis with the logical name "layers" (T5X's standard
+  rules replicate it), so T5X's partitioner still finds every axis name.
+  """
+  layer = EncoderLayer
+  policy = REMAT_POLICIES[config.remat_policy]
+  if config.remat_policy != "none":
+    # `enable_dropout` (argument 2, not counting `self`) is a Python bool that
+    # selects code paths: static. Inside a scan the loop already keeps XLA
+    # from merging the recomputation with the forward pass (prevent_cse is
+    # only needed without it, and costs performance there).
+    layer = nn_partitioning.remat(
+        layer, policy=policy, prevent_cse=not config.scan_layers,
+        static_argnums=(2,))
+  if not config.scan_layers:
+    return [layer(config) for _ in range(num_layers)]
+  stack = nn_partitioning.scan_with_axes(
+      layer,
+      variable_axes={"params": 0},
+      split_rngs={"params": True, "dropout": True},
+      # The mask and enable_dropout are the same for every layer.
+      in_axes=(nn.broadcast, nn.broadcast),
+      length=num_layers,
+      axis_name=axes.LAYERS)
+  return stack(config, name=name)
 
 
 class RemBertEncoder(nn.Module):
@@ -264,11 +331,27 @@ class RemBertEncoder(nn.Module):
           cfg, cfg.emb_dim, (axes.INPUT_EMBED, axes.EMBED))
     else:
       self.embedding_projection = None
-    num_layers = (cfg.num_pretraining_layers
-                  if self.include_pretraining_only_layers else cfg.num_layers)
-    num_layers = self._truncated_depth(num_layers)
-    # A list attribute names its items layers_0, layers_1, ...
-    self.layers = [EncoderLayer(cfg) for _ in range(num_layers)]
+    # Unscanned, a list attribute names its items layers_0, layers_1, ...;
+    # the pre-training-only layers continue that numbering. Scanned, they are
+    # a stack of their own, so the kept `layers` stack has the same shape in
+    # pre-training and fine-tuning (a T5X restore by name works).
+    extra = (cfg.num_pretraining_only_layers
+             if self.include_pretraining_only_layers else 0)
+    if cfg.scan_layers:
+      if self.stop_after_layer is not None:
+        raise ValueError(
+            "RemBertEncoder.stop_after_layer (sentence embeddings from a "
+            "middle layer) needs SCAN_LAYERS = False: a scanned stack runs "
+            "all its layers (rembert_t5x.layer_stacking converts the "
+            "parameters)")
+      self.layers = _layer_stack(cfg, cfg.num_layers, "layers")
+      self.pretraining_only_layers = (
+          _layer_stack(cfg, extra, "pretraining_only_layers") if extra
+          else None)
+    else:
+      self.layers = _layer_stack(
+          cfg, self._truncated_depth(cfg.num_layers + extra), "layers")
+      self.pretraining_only_layers = None
 
   def __call__(
       self,
@@ -311,6 +394,12 @@ class RemBertEncoder(nn.Module):
       # [batch, length, input_embed_dim] -> [batch, length, emb_dim]
       x = self.embedding_projection(x)
     mask = layers.make_attention_mask(segment_ids)  # [batch, 1, len, len]
+    if self.config.scan_layers:
+      # [batch, length, emb_dim] -> [batch, length, emb_dim]
+      x, _ = self.layers(x, mask, enable_dropout)
+      if self.pretraining_only_layers is not None:
+        x, _ = self.pretraining_only_layers(x, mask, enable_dropout)
+      return x
     for layer in self.layers:
       x = layer(x, mask, enable_dropout)
     return x

@@ -41,6 +41,9 @@ MLP = "mlp"
 POSITIONS = "abspos_buckets"  # Rows of the absolute position table (T5X's name).
 TOKEN_TYPES = "token_types"
 CLASSES = "classes"  # Output width of task heads (classes, tags, start/end).
+# The stacked-layer axis of scanned Transformer layers (T5X's name; its
+# standard rules replicate it).
+LAYERS = "layers"
 
 # The T5X run files (gin_configs/runs/{pretrain_mlm,finetune_base,eval_base}.gin)
 # pad the vocabulary to a multiple of this (`VOCAB_PAD_MULTIPLE`): 128 rows

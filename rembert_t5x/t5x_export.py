@@ -32,6 +32,7 @@ import numpy as np
 from rembert_t5x import checkpoint_conversion as cc
 from rembert_t5x import checkpoint_io
 from rembert_t5x import cli
+from rembert_t5x import layer_stacking
 from rembert_t5x import network
 from rembert_t5x import partitioning
 
@@ -180,8 +181,10 @@ def t5x_native(checkpoint_dir: str, output_dir: str, *,
   loaded = cc.flatten(train.load_params(str(source.step_dir)))
   word = loaded.get("encoder/embeddings/word_embeddings/embedding")
   rows_added = 0 if word is None else config.padded_vocab_size - word.shape[0]
-  params = cc.unflatten(cc.resize_vocab_params(loaded,
-                                               config.padded_vocab_size))
+  # Padded as the T5X run files pad, in the layout the config (SCAN_LAYERS)
+  # asks for, whatever the checkpoint's.
+  params = layer_stacking.to_layout(cc.unflatten(cc.resize_vocab_params(
+      loaded, config.padded_vocab_size)), config)
   del loaded
   state = build_train_state(params, config, optimizer)
   del params

@@ -46,8 +46,12 @@ def _describe(variables):
 
 
 @pytest.mark.parametrize("head", sorted(HEADS))
-@pytest.mark.parametrize("config", [test_utils.TINY_CONFIG,
-                                    test_utils.TINY_COUPLED_CONFIG])
+@pytest.mark.parametrize("config", [
+    test_utils.TINY_CONFIG, test_utils.TINY_COUPLED_CONFIG,
+    # Scanned layers carry a leading "layers" axis (T5X's name) as well.
+    dataclasses.replace(test_utils.TINY_CONFIG, scan_layers=True,
+                        remat_policy="full", num_pretraining_only_layers=1)],
+    ids=["decoupled", "coupled", "scanned"])
 def test_every_parameter_has_axes_with_rules(head, config):
   described = _describe(_init(HEADS[head](config)))
   missing = [p for p, d in described.items() if d["axes"] is None]

@@ -53,3 +53,35 @@ def test_optimizer_matches_optax_reference_over_steps():
     p, rp = optax.apply_updates(p, u), optax.apply_updates(rp, ru)
   for a, b in zip(jax.tree_util.tree_leaves(p), jax.tree_util.tree_leaves(rp)):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_adam_moments_are_sharded_like_their_params():
+  """Not replicated: that would put two float32 copies of the model on every
+  device (XLA replicates the zeros `tx.init` makes unless told otherwise)."""
+  from rembert_t5x import models  # pylint: disable=g-import-not-at-top
+  from rembert_t5x import network  # pylint: disable=g-import-not-at-top
+  from tests import test_utils  # pylint: disable=g-import-not-at-top
+  if jax.device_count() < 4:
+    pytest.skip("needs 4 devices (tests/conftest.py simulates 8)")
+  model = models.RemBertMLMModel(network.RemBertForMaskedLM(
+      test_utils.TINY_CONFIG))
+  tx, _ = train_lib.make_optimizer(1e-3, total_steps=10)
+  mesh = train_lib.make_mesh((2, 2), devices=jax.devices()[:4])
+  state, _ = train_lib.init_train_state(
+      model, tx, jax.random.PRNGKey(0), {"input_tokens": (2, 8)}, mesh,
+      train_lib.default_rules())
+  specs = {}
+  for path, x in jax.tree_util.tree_flatten_with_path(state.params)[0]:
+    specs[jax.tree_util.keystr(path)] = x.sharding.spec
+  split = [k for k, s in specs.items() if "model" in s]
+  assert split  # the check below would be empty otherwise
+  moments = 0
+  for path, x in jax.tree_util.tree_flatten_with_path(state.opt_state)[0]:
+    key = jax.tree_util.keystr(path)
+    param = next((k for k in specs if key.endswith(k)), None)
+    if param is None:  # step counts
+      assert x.ndim == 0, key
+      continue
+    moments += 1
+    assert x.sharding.spec == specs[param], key
+  assert moments == 2 * len(specs)  # mu and nu of every parameter
