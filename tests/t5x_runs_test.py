@@ -293,14 +293,15 @@ def test_eval_run_files_build_tiny_models(task, monkeypatch, clean_gin):
 
 @pytest.mark.parametrize("name", ["eval_tatoeba.gin", "eval_bucc.gin"])
 def test_retrieval_eval_files_bind_the_retrieval_model(name):
-  text = _read(name) + _read("eval_tatoeba.gin")
+  # eval_bucc.gin includes eval_tatoeba.gin and overrides some macros.
+  text = _read("eval_tatoeba.gin") + _read(name)
   assert "MODEL = @models.RemBertRetrievalModel()" in text
   assert "@network.RemBertForRetrieval()" in text
   m = _macros(text)
   assert m["RETRIEVAL_LAYER"].startswith("None")  # XTREME's L/2 + 2
   assert m["RETRIEVAL_POOLING"] == "'mean'"
-  if name == "eval_bucc.gin":
-    assert "utils.DatasetConfig.split = 'validation'" in text
+  assert m["EVAL_SPLIT"] == ("'validation'" if name == "eval_bucc.gin"
+                            else "'test'")
 
 
 @needs_t5x
@@ -316,7 +317,7 @@ def test_retrieval_eval_files_build_tiny_models(name, monkeypatch, clean_gin):
   variables = model.get_initial_variables(
       jax.random.PRNGKey(0), {"input_tokens": (2, 16)})
   assert set(variables["params"]) == {"encoder"}
-  split = gin.query_parameter("utils.DatasetConfig.split")
+  split = gin.query_parameter("EVAL_SPLIT/macro.value")
   assert split == ("validation" if name == "eval_bucc" else "test")
 
 
