@@ -12,7 +12,8 @@ file T5X leaves in INFER_OUTPUT_DIR holds one readable record per example:
      "prediction": "entailment",
      "probabilities": {"entailment": 0.91, "neutral": 0.06, ...},
      "gold": "neutral"}
-  tagging (PAN-X, UD-POS), `write_tagging_predictions`:
+  tagging (PAN-X, UD-POS), `write_tagging_predictions` +
+  `merge_tagging_predictions`:
     {"index": 0, "words": ["Angela", "Merkel", "spoke"],
      "prediction": ["B-PER", "I-PER", "O"], "gold": ["B-PER", "I-PER", "O"]}
   QA (XQuAD, MLQA, TyDiQA), `write_qa_windows` + `merge_qa_predictions`:
@@ -27,8 +28,11 @@ What happens where:
     (`xtreme_preprocessors.add_example_index`; XTREME's pair and tagging data
     have no ids). "gold" is written when the data has labels.
   * Tagging: the model predicts a tag per sub-token; a word's tag is that
-    of its first sub-token (the one trained on, `align_word_tags`). Words
-    cut by truncation (past TASK_FEATURE_LENGTHS) are predicted `null`.
+    of its first sub-token (the one trained on, `align_word_tags`). A
+    sentence longer than TASK_FEATURE_LENGTHS is split into parts
+    (`split_long_sentences`, as XTREME does); the writer writes parts and
+    `merge_tagging_predictions`, T5X's `merge_fn`, joins them into one line
+    per sentence. A word that could not be predicted gets `null`.
   * QA: a question with a long context has several windows, and T5X infers
     (and writes chunks of) windows. `write_qa_windows` writes each window's
     best span after the n-best search (`qa.best_span`: top-n starts x ends,
@@ -163,6 +167,8 @@ def tagging_record(example: Mapping[str, Any], prediction: np.ndarray,
   record = {}
   if "index" in example:
     record["index"] = int(example["index"])
+  if xp.CHUNK_INDEX in example:  # a part of a split sentence
+    record[xp.CHUNK_INDEX] = int(example[xp.CHUNK_INDEX])
   record["words"] = words
   record["prediction"] = [None if t is None else _label_name(vocabulary, t)
                           for t in tag_ids]
@@ -175,11 +181,54 @@ def tagging_record(example: Mapping[str, Any], prediction: np.ndarray,
 def write_tagging_predictions(path: str, inferences,
                               task_ds: tf.data.Dataset, mode: str,
                               vocabulary: Any = None) -> None:
-  """T5X `write_fn` for tagging: word-level tag names per sentence."""
+  """T5X `write_fn` for tagging: word-level tag names per sentence part."""
   _check_mode(mode, "write_tagging_predictions")
   _write_lines(path, (tagging_record(example, prediction, vocabulary)
                       for example, prediction, _ in _rows(inferences,
                                                           task_ds)))
+
+
+def join_tagging_parts(parts: Iterable[Mapping[str, Any]]
+                       ) -> List[Dict[str, Any]]:
+  """Puts sentences split by `split_long_sentences` back together.
+
+  Args:
+    parts: `tagging_record`s in dataset order; a part with `chunk_index` > 0
+      continues the record before it (the parts of a sentence are adjacent).
+
+  Returns:
+    One {"index", "words", "prediction", "gold"} per original sentence.
+
+  Raises:
+    ValueError: a continuation whose first part is not right before it.
+  """
+  sentences: List[Dict[str, Any]] = []
+  for part in parts:
+    part = dict(part)
+    chunk = part.pop(xp.CHUNK_INDEX, 0)
+    if chunk == 0:
+      sentences.append(part)
+      continue
+    if not sentences or sentences[-1].get("index") != part.get("index"):
+      raise ValueError(f"tagging part {chunk} of sentence "
+                       f"{part.get('index')} does not follow its sentence.")
+    for key in ("words", "prediction", "gold"):
+      if key in part:
+        sentences[-1].setdefault(key, []).extend(part[key])
+  return sentences
+
+
+def merge_tagging_predictions(output_dir: str, output_fname: str,
+                              tmp_dir: str, step: Optional[int] = None
+                              ) -> None:
+  """T5X `merge_fn` for tagging: sentence parts -> one line per sentence.
+
+  Parts of a long sentence may sit in different chunk files, so they are
+  joined here, after T5X has written every chunk.
+  """
+  del step
+  _merge_chunk_files(output_dir, output_fname, tmp_dir, join_tagging_parts,
+                     "sentences")
 
 
 # --- Extractive QA ------------------------------------------------------------
@@ -266,10 +315,23 @@ def merge_qa_predictions(output_dir: str, output_fname: str, tmp_dir: str,
   """T5X `merge_fn` for QA: the chunk files' windows -> one line per question.
 
   Reads `{tmp_dir}/{output_fname}-chunkNNNNN` (written by `write_qa_windows`)
-  in chunk order and writes `{output_dir}/{output_fname}` (through a
-  temporary name, so a reader never sees half a file).
+  in chunk order and writes `{output_dir}/{output_fname}`.
   """
   del step
+  _merge_chunk_files(output_dir, output_fname, tmp_dir, merge_qa_windows,
+                     "questions")
+
+
+def _merge_chunk_files(output_dir: str, output_fname: str, tmp_dir: str,
+                       merge, what: str) -> None:
+  """Reads T5X's chunk files in order, merges their lines, writes the file.
+
+  Args:
+    output_dir, output_fname, tmp_dir: as T5X passes them to `merge_fn`;
+      the chunks are `{tmp_dir}/{output_fname}-chunkNNNNN`.
+    merge: JSON records in dataset order -> merged records.
+    what: what the merged records are, for the log line.
+  """
   pattern = re.compile(re.escape(output_fname) + r"-chunk(\d{5})$")
   chunks = sorted(p for p in tf.io.gfile.glob(
       os.path.join(tmp_dir, f"{output_fname}-chunk*"))
@@ -283,16 +345,17 @@ def merge_qa_predictions(output_dir: str, output_fname: str, tmp_dir: str,
   if numbers != list(range(len(chunks))):
     raise ValueError(f"chunk files in {tmp_dir} are not numbered 0.."
                      f"{len(chunks) - 1}: {numbers}")
-  windows = []
+  lines = []
   for chunk in chunks:
     with tf.io.gfile.GFile(chunk, "r") as f:
-      windows.extend(json.loads(line) for line in f if line.strip())
-  records = merge_qa_windows(windows)
+      lines.extend(json.loads(line) for line in f if line.strip())
+  records = merge(lines)
   final = os.path.join(output_dir, output_fname)
+  # Through a temporary name: a reader never sees half a file.
   _write_lines(final + ".tmp", records)
   tf.io.gfile.rename(final + ".tmp", final, overwrite=True)
-  logging.info("%d questions (%d windows) written to %s", len(records),
-               len(windows), final)
+  logging.info("%d %s (from %d lines) written to %s", len(records), what,
+               len(lines), final)
 
 
 # --- Vocabulary check -----------------------------------------------------------

@@ -147,30 +147,42 @@ def test_pair_writer_refuses_score_mode_and_falls_back_to_ids(vocab):
   assert record == {"prediction": 0, "gold": 1}
 
 
-def test_tagging_predictions_are_word_tags_with_null_for_cut_words(
+def test_tagging_predictions_are_word_tags_of_whole_sentences(
     vocab, xtreme_dir, tmp_path):
   panx.register_panx_local(str(xtreme_dir), vocabulary=vocab,
                            prefix="infer_", languages=("de",))
   task = seqio.get_mixture_or_task("infer_panx_de")
   model, params = _model("tagging", len(panx.LABELS))
-  lengths = {"input_tokens": 12}  # cuts the third sentence's last words
+  lengths = {"input_tokens": 12}  # long sentences are split into parts
   predictions, records = _infer_like_t5x(
       task, "test", lengths, model, params, "predict",
-      t5x_infer.write_tagging_predictions, str(tmp_path), chunk_size=2)
-  examples = list(task.get_dataset(lengths, split="test", shuffle=False)
-                  .as_numpy_iterator())
+      t5x_infer.write_tagging_predictions, str(tmp_path), chunk_size=2,
+      merge_fn=t5x_infer.merge_tagging_predictions)
+  parts = list(task.get_dataset(lengths, split="test", shuffle=False)
+               .as_numpy_iterator())
+  assert len(parts) > len(SENTENCES)  # so parts straddle the 2-row chunks
+  # Independently: each part's tags at its words' first sub-tokens, the
+  # parts of a sentence concatenated.
+  expected = {}
+  for part, prediction in zip(parts, predictions):
+    firsts = np.flatnonzero(part["weights"])
+    assert len(firsts) == len(part["tokens"])  # no word lost
+    expected.setdefault(int(part["index"]), []).extend(
+        panx.LABELS[int(prediction[i])] for i in firsts)
   assert [r["index"] for r in records] == [0, 1, 2]
-  for record, sentence, example, prediction in zip(records, SENTENCES,
-                                                   examples, predictions):
+  for record, sentence in zip(records, SENTENCES):
     assert record["words"] == [w for w, _ in sentence]
     assert record["gold"] == [t for _, t in sentence]
-    # Independently: the tag at each word's first sub-token, in order.
-    firsts = np.flatnonzero(example["weights"])
-    expected = [panx.LABELS[int(prediction[i])] for i in firsts]
-    expected += [None] * (len(sentence) - len(firsts))
-    assert record["prediction"] == expected
-  assert records[2]["prediction"][-1] is None  # cut by the 12-token rows
-  assert None not in records[1]["prediction"]
+    assert record["prediction"] == expected[record["index"]]
+    assert "chunk_index" not in record
+
+
+def test_tagging_parts_out_of_order_are_an_error():
+  first = {"index": 0, "chunk_index": 0, "words": ["a"], "prediction": ["O"]}
+  stray = {"index": 1, "chunk_index": 1, "words": ["b"], "prediction": ["O"]}
+  with pytest.raises(ValueError, match="part 1 of sentence 1 does not "
+                     "follow its sentence"):
+    t5x_infer.join_tagging_parts([first, stray])
 
 
 # --- QA -----------------------------------------------------------------------

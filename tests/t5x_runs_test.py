@@ -152,6 +152,8 @@ def test_infer_files_bind_model_writer_and_heads(task):
     assert "merge_fn = @t5x_infer.merge_qa_predictions" in text
     assert _macros(text)["TASK_FEATURE_LENGTHS"] == "{'input_tokens': 384}"
   else:
+    if writer == "write_tagging_predictions":  # split sentences are joined
+      assert "merge_fn = @t5x_infer.merge_tagging_predictions" in text
     labels = importlib.import_module(f"rembert_tasks.{module}").LABELS
     assert re.search(rf"num_classes = {len(labels)}$", text, re.M)
     assert _macros(text)["MIXTURE_OR_TASK_NAME"] == f"'rembert_{task}_en'"
