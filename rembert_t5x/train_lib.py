@@ -127,10 +127,10 @@ def param_shardings(params_axes: PyTree, mesh: jax.sharding.Mesh,
                     shapes: Optional[PyTree] = None) -> PyTree:
   """NamedShardings from the logical axes.
 
-  With `shapes`, a dimension that its mesh axes do not divide evenly (the
-  250,300-row vocabulary over 8 model shards, say) is replicated instead, with
-  a log line; JAX refuses uneven shardings, and we keep the vocabulary unpadded
-  so checkpoints match the paper and Hugging Face exactly.
+  With `shapes`, a dimension that its mesh axes do not divide evenly (an
+  unpadded 250,300-row vocabulary over 8 model shards, say) is replicated
+  instead, with a log line; JAX refuses uneven shardings. T5X has no such
+  fallback: `RemBertConfig.vocab_pad_multiple` pads the vocabulary instead.
   """
   shardings = nn.logical_to_mesh_sharding(logical_specs(params_axes), mesh,
                                           rules)
