@@ -243,7 +243,7 @@ def test_retrieval_layer_beyond_the_model(tmp_path, capsys):
       "include 'gin_configs/runs/local_eval_retrieval.gin'\n"
       "VOCAB_SIZE = 97\nRETRIEVAL_LAYER = 40\n")
   err = _cli_error(eval_lib.main, [
-      f"--gin_file={run}", f"--gin.CHECKPOINT_DIR='{tmp_path / 'm'}'",
+      f"--gin_file={run}", f"--gin.CHECKPOINT_PATH='{tmp_path / 'm'}'",
       f"--gin.EVAL_OUTPUT_DIR='{tmp_path / 'out'}'"], capsys)
   assert err == ("error: RemBertForRetrieval.layer must be an integer in "
                  "[1, 2] (the model's layers), got 40")
