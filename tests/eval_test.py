@@ -172,3 +172,26 @@ def test_local_run_files_train_then_evaluate_the_named_tasks(tasks, tmp_path):
   # Only the named task (one language), not the file's zero-shot mixture.
   saved = json.loads((out / "results.json").read_text())
   assert list(saved["tasks"]) == ["evaltest_pair_qcy"]
+
+
+@pytest.mark.parametrize("files", [
+    ["gin_configs/runs/local_tiny_eval_pair.gin"],
+    ["gin_configs/runs/local_tiny_eval_tag.gin"],
+    ["gin_configs/runs/local_tiny_eval_qa.gin"],
+    ["gin_configs/models/tiny.gin", "gin_configs/runs/local_eval_retrieval.gin"],
+])
+def test_local_eval_files_take_t5x_macros(files):
+  """T5X's eval macros, with T5X's meanings, reach the local evaluator."""
+  import gin  # pylint: disable=g-import-not-at-top
+  macros = ("CHECKPOINT_PATH", "EVAL_OUTPUT_DIR")
+  # The same check as `python -m rembert_t5x.eval` (read_macros included).
+  configs.parse_gin(files, [
+      "CHECKPOINT_PATH = '/ck'", "EVAL_OUTPUT_DIR = '/out'",
+      "MIXTURE_OR_TASK_NAME = 'my_task'", "MIXTURE_OR_TASK_MODULE = 'my_module'",
+      "TASK_FEATURE_LENGTHS = {'input_tokens': 8}"], read_macros=macros)
+  assert [gin.query_parameter(f"{m}/macro.value") for m in macros] == [
+      "/ck", "/out"]
+  bound = gin.get_bindings(eval_lib.evaluate, resolve_references=True)
+  assert bound["mixture_or_task_name"] == "my_task"
+  assert bound["mixture_or_task_module"] == "my_module"
+  assert bound["task_feature_lengths"] == {"input_tokens": 8}
