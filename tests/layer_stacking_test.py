@@ -95,7 +95,7 @@ def test_scanned_tree_layout_and_axes():
   assert encoder["pretraining_only_layers"]["mlp"]["wi"]["kernel"].shape == (
       1, 32, 64)
   axes = variables["params_axes"]["encoder"]["layers"]["attention"]["query"]
-  assert axes["kernel_axes"].names == ("layers", "embed", "heads", "kv")
+  assert axes["kernel_axes"].names == ("layers", "embed", "joined_kv")
   # Fine-tuning keeps the same `layers` stack (a T5X restore by name works).
   cls = network.RemBertForSequenceClassification(SCANNED, 2).init(
       jax.random.PRNGKey(0), jnp.ones((2, 8), jnp.int32))["params"]["encoder"]
@@ -163,7 +163,7 @@ def test_scanned_checkpoint_converts_to_the_same_hf_tensors(tmp_path):
                           .stack_layers(params, CFG.num_layers), SCANNED)):
     out = tmp_path / name
     checkpoint_io.write_orbax_params(out, iter(_leaves(tree).items()))
-    checkpoint_io._write_config(out, cfg)  # pylint: disable=protected-access
+    checkpoint_io.write_config(out, cfg)
     checkpoint_io.t5x_to_hf(str(out), str(tmp_path / f"{name}_hf"))
   safetensors = pytest.importorskip("safetensors.numpy")
   plain = safetensors.load_file(tmp_path / "plain_hf" / "model.safetensors")
