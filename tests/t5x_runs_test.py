@@ -200,6 +200,15 @@ def test_eval_files_use_the_papers_split(task):
   assert tasks, (task, mixture)
 
 
+def test_parameter_layout_is_the_same_in_every_t5x_run_file():
+  """A checkpoint restores only into the layout it was saved with."""
+  layouts = {name: (_macros(_read(name))["VOCAB_PAD_MULTIPLE"],
+                    _macros(_read(name))["PARAMETER_PARTITIONING_DIMS"])
+             for name in ("pretrain_mlm.gin", "finetune_base.gin",
+                          "eval_base.gin", "infer_base.gin")}
+  assert len(set(layouts.values())) == 1, layouts
+
+
 def test_pretrain_schedule_matches_paper():
   text = _read("pretrain_mlm.gin")
   m = _macros(text)
