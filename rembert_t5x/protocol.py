@@ -117,20 +117,13 @@ def train_steps(mixture_or_task_name: str = gin.REQUIRED,
   return math.ceil(per_epoch * epochs)
 
 
-# T5X's linear warm-up then linear decay (finetune_base.gin) need these two
-# from the derived step count.
+# The fine-tuning warm-up (finetune_base.gin) from the derived step count; the
+# decay rate follows from both in optimizer.learning_rate_schedule.
 @gin.configurable
 def warmup_steps(total_steps: int = gin.REQUIRED,
                  fraction: float = 0.1) -> int:
   """BERT's fine-tuning warm-up: `int(total_steps * fraction)`."""
   return int(total_steps * fraction)
-
-
-@gin.configurable
-def linear_decay_factor(total_steps: int = gin.REQUIRED,
-                        warmup: int = gin.REQUIRED) -> float:
-  """T5X `create_learning_rate_scheduler` linear_decay: 1 / decay steps."""
-  return 1.0 / max(total_steps - warmup, 1)
 
 
 # --------------------------------------------------------------------------

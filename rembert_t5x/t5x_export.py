@@ -15,8 +15,9 @@ appended as zeros.
 
 The optimizer state must have the structure of the run that restores it
 (unless, like `finetune_base.gin`, it skips `state/.*`): it is the
-optimizer of `gin_configs/runs/pretrain_mlm.gin` and `finetune_base.gin`
-(clip_by_global_norm + adamw with a learning-rate schedule), at step 0 with
+optimizer of `gin_configs/runs/train_base.gin`, which `pretrain_mlm.gin`
+and `finetune_base.gin` include (`rembert_t5x.optimizer.adamw`: clipping +
+AdamW with BERT's decay mask and a learning-rate schedule), at step 0 with
 zero moments. (T5X's Adafactor is not offered: it needs factorisation rules
 for RemBERT's extra axis names, which no run file defines.)
 
@@ -57,24 +58,19 @@ def _import_t5x():
 
 
 def make_optimizer(name: str):
-  """The T5X optimizer def: `adamw` as in pretrain_mlm.gin."""
+  """The T5X optimizer def of train_base.gin: `adamw` over our `adamw()`."""
   _import_t5x()
   # pylint: disable=g-import-not-at-top
-  import optax
   from t5x import optimizers
-  from t5x import utils
+  from rembert_t5x import optimizer as rembert_optimizer
   # pylint: enable=g-import-not-at-top
   if name == "adamw":
-    # The values of gin_configs/runs/pretrain_mlm.gin; the optimizer state
-    # (step 0, zero moments, the schedule's count) does not depend on them,
-    # only its structure does, and that is the pre-training run's.
-    schedule = utils.create_learning_rate_scheduler(
-        factors="linear_decay", base_learning_rate=2e-4, warmup_steps=15000,
-        decay_factor=5.730659e-07, min_learning_rate=0.0)
-    return optimizers.chain([
-        optax.clip_by_global_norm(1.0),
-        optax.adamw(learning_rate=schedule, b1=0.9, b2=0.999, eps=1e-6,
-                    weight_decay=0.01)])
+    # What gin_configs/runs/train_base.gin binds, with pretrain_mlm.gin's
+    # schedule. The optimizer state written here (step 0, zero moments, the
+    # schedule's count) depends on the structure only, not on these values.
+    schedule = rembert_optimizer.learning_rate_schedule(
+        2e-4, total_steps=1_760_000, warmup_steps=15_000)
+    return optimizers.OptaxWrapper(rembert_optimizer.adamw(schedule))
   raise UserError(f"--optimizer={name!r}: expected one of {OPTIMIZERS}")
 
 

@@ -6,6 +6,7 @@
 #      simulated CPU devices (t5x_cpu_model_parallel.gin), with 6 heads and a
 #      2,001-token vocabulary: neither divides 4, so it runs only through the
 #      joined heads x head_dim attention axis and the padded vocabulary;
+#      in 2 microbatches (trainer.Trainer.num_microbatches);
 #   4. PAWS-X-style fine-tuning from step 2's checkpoint (MLM head dropped,
 #      fresh optimiser state, inference eval on every language);
 #   5. PAN-X-style tagging and SQuAD/XQuAD-style QA fine-tuning from the same
@@ -132,7 +133,7 @@ CKPT="$WORK/pretrain/checkpoint_4"
 grep -q "Train-eval is off: smoke_mlm_" "$WORK/pretrain.log" || {
   echo "pre-training: train-eval was not turned off" >&2; exit 1; }
 
-step "pre-training with data=2 x model=4 on 8 simulated CPU devices"
+step "pre-training with data=2 x model=4 on 8 simulated CPU devices, 2 microbatches"
 XLA_FLAGS=--xla_force_host_platform_device_count=8 python -m t5x.train \
   "${TINY[@]}" --gin_file=gin_configs/runs/pretrain_mlm.gin \
   --gin_file=gin_configs/runs/t5x_cpu_tiny.gin \
@@ -140,12 +141,15 @@ XLA_FLAGS=--xla_force_host_platform_device_count=8 python -m t5x.train \
   --gin.MODEL_PARALLELISM=4 --gin.NUM_HEADS=6 --gin.HEAD_DIM=16 \
   --gin.EMBED_DIM=96 --gin.VOCAB_SIZE=2001 \
   --gin.MIXTURE_OR_TASK_NAME="'smoke_mlm'" --gin.TRAIN_STEPS=2 \
+  --gin.trainer.Trainer.num_microbatches=2 \
   --gin.MODEL_DIR="'$WORK/pretrain_mp'" --alsologtostderr \
   > "$WORK/pretrain_mp.log" 2>&1 || { tail -50 "$WORK/pretrain_mp.log"; exit 1; }
 grep -q "explicit_mesh_partitioner: mesh {'data': 2, 'model': 4} over 8 devices" \
   "$WORK/pretrain_mp.log" || {
   echo "model-parallel run: no 2x4 mesh in the log" >&2
   grep -i "mesh" "$WORK/pretrain_mp.log" | head >&2; exit 1; }
+grep -q "using microbatches: 2 microbatches" "$WORK/pretrain_mp.log" || {
+  echo "trainer.Trainer.num_microbatches=2 did not reach the trainer" >&2; exit 1; }
 [[ -d "$WORK/pretrain_mp/checkpoint_2" ]] || {
   echo "model-parallel run wrote no checkpoint_2" >&2; exit 1; }
 

@@ -338,3 +338,108 @@ def test_bfloat16_activations_keep_the_float32_loss():
   cosine = grads16 @ grads32 / (jnp.linalg.norm(grads16)
                                 * jnp.linalg.norm(grads32))
   assert float(cosine) >= 0.999
+
+
+# --- Microbatching: k microbatches give the full batch's gradient ------------
+
+
+def _six_row_batch(kind):
+  """Two `_base_batch`es stacked, with the labels of `kind`.
+
+  Tagging and MLM rows get very different loss weights (one tagging row has
+  none), the case where a mean over one microbatch cannot be right.
+  """
+  parts = [_base_batch(seed)[1] for seed in (0, 1)]
+  batch = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+  rng = np.random.default_rng(7)
+  n = 2 * B
+  if kind in ("mlm", "tagging"):
+    batch["targets"] = rng.integers(0, 7, (n, L)).astype(np.int32)
+    weights = np.zeros((n, L), np.float32)
+    for row, count in enumerate([L - 1, 1, 0, 6, 2, 4]):
+      weights[row, 1:1 + count] = 1.0
+    batch["weights"] = weights * (batch["segment_ids"] > 0)
+  elif kind == "pair":
+    batch["label"] = rng.integers(0, 3, n).astype(np.int32)
+  else:
+    batch["start_positions"] = rng.integers(5, 9, n).astype(np.int32)
+    batch["end_positions"] = batch["start_positions"] + 1
+  return batch
+
+
+def _model(kind):
+  if kind == "mlm":  # with BERT's max_predictions_per_seq picking
+    return models.RemBertMLMModel(network.RemBertForMaskedLM(CFG),
+                                  max_predictions_per_seq=5)
+  return {"pair": models.RemBertPairClassificationModel,
+          "tagging": models.RemBertTaggingModel,
+          "qa": models.RemBertQAModel}[kind](
+              models.make_module(kind, CFG, num_classes=7))
+
+
+def _t5x_style_accumulation(model, params, batch, k):
+  """Gradients and merged metrics of k microbatches, as T5X's trainer does.
+
+  t5x/trainer.py `accumulate_grads_microbatched`: microbatch i is rows
+  [i * m, (i + 1) * m) of the batch, its gradient is added into float32
+  zeros, and the metrics are merged.
+  """
+  size = next(iter(batch.values())).shape[0] // k
+  grad_fn = jax.jit(jax.grad(model.loss_fn, has_aux=True))
+  total = jax.tree_util.tree_map(lambda p: jnp.zeros(p.shape, jnp.float32),
+                                 params)
+  merged = None
+  for i in range(k):
+    micro = {name: x[i * size:(i + 1) * size] for name, x in batch.items()}
+    grads, metrics = grad_fn(params, micro, None)
+    total = jax.tree_util.tree_map(jnp.add, total, grads)
+    merged = metrics if merged is None else {
+        name: m.merge(metrics[name]) for name, m in merged.items()}
+  return total, merged
+
+
+def _assert_trees_close(a, b, **tol):
+  for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+    np.testing.assert_allclose(x, y, **tol)
+
+
+@pytest.mark.parametrize("kind", ["mlm", "pair", "tagging", "qa"])
+def test_microbatches_sum_to_the_full_batch_gradient(kind, k=3):
+  model = _model(kind)
+  params = _init(model)
+  batch = jax.tree_util.tree_map(jnp.asarray, _six_row_batch(kind))
+  full_grads, full_metrics = jax.jit(jax.grad(model.loss_fn, has_aux=True))(
+      params, batch, None)
+  grads, metrics = _t5x_style_accumulation(
+      model, params, models.with_full_batch_loss_weight(model, batch), k)
+  _assert_trees_close(grads, full_grads, rtol=2e-5, atol=1e-7)
+  np.testing.assert_allclose(metrics["loss"].compute(),
+                             full_metrics["loss"].compute(), rtol=1e-5)
+  if kind not in ("pair", "tagging"):
+    return
+  # Without the feature each microbatch takes its own mean: for one weight
+  # per example that is k times the full gradient, for uneven weights
+  # something else again.
+  naive, _ = _t5x_style_accumulation(model, params, batch, k)
+  if kind == "pair":
+    _assert_trees_close(naive, jax.tree_util.tree_map(
+        lambda g: k * g, full_grads), rtol=2e-5, atol=1e-6)
+  else:
+    ratios = [float(jnp.vdot(n, n) / jnp.vdot(f, f)) for n, f in zip(
+        jax.tree_util.tree_leaves(naive),
+        jax.tree_util.tree_leaves(full_grads)) if float(jnp.vdot(f, f)) > 0]
+    assert min(ratios) > 1.5 and max(ratios) - min(ratios) > 0.1, ratios
+
+
+def test_full_batch_loss_weight_is_the_total_on_every_row():
+  model = _model("tagging")
+  batch = _six_row_batch("tagging")
+  out = models.with_full_batch_loss_weight(model, batch)
+  total = batch["weights"].sum()
+  np.testing.assert_array_equal(out[models.FULL_BATCH_LOSS_WEIGHT],
+                                np.full(2 * B, total, np.float32))
+  assert set(out) == set(batch) | {models.FULL_BATCH_LOSS_WEIGHT}
+  # With the feature, the loss of the whole batch is unchanged.
+  params = _init(model)
+  np.testing.assert_allclose(model.loss_fn(params, out)[0],
+                             model.loss_fn(params, batch)[0], rtol=1e-6)

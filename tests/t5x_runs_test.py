@@ -119,6 +119,9 @@ def test_referenced_classes_exist(path):
     assert hasattr(partitioning, fn), fn
   for fn in re.findall(r"@t5x_partitioning\.(\w+)\(", text):
     assert hasattr(t5x_partitioning, fn), fn
+  for fn in re.findall(r"@?rembert_optimizer\.(\w+)", text):
+    from rembert_t5x import optimizer  # pylint: disable=g-import-not-at-top
+    assert hasattr(optimizer, fn), fn
 
 
 @pytest.mark.parametrize("task", sorted(TASK_FILES))
@@ -178,6 +181,10 @@ def test_finetune_base_derives_steps_and_selects_per_epoch():
   assert m["EVAL_PERIOD"] == "@epoch/protocol.train_steps()"
   assert m["INFER_EVAL_MIXTURE"] == "%TRAIN_EVAL_TASK"
   assert int(m["EPOCHS"]) == 3
+  # The warm-up is BERT's 10% of the steps; the decay rate follows from the
+  # steps in optimizer.learning_rate_schedule (train_base.gin).
+  assert m["WARMUP_STEPS"] == "@protocol.warmup_steps()"
+  assert "DECAY_FACTOR" not in m
   text = _read("finetune_base.gin")
   assert "utils.SaveCheckpointConfig.period = %EVAL_PERIOD" in text
   assert "epoch/protocol.train_steps.epochs = 1" in text
@@ -214,14 +221,18 @@ def test_pretrain_schedule_matches_paper():
   m = _macros(text)
   assert int(m["TRAIN_STEPS"]) == 1760000 and int(m["BATCH_SIZE"]) == 2048
   assert m["TASK_FEATURE_LENGTHS"] == "{'input_tokens': 512}"
-  params = dict(re.findall(r"^  (\w+) = (.+)$", text, re.M))
-  assert float(params["base_learning_rate"]) == 2e-4
-  assert int(params["warmup_steps"]) == 15000
-  assert float(params["decay_factor"]) == pytest.approx(
-      1 / (1760000 - 15000), rel=1e-5)
-  assert (params["b1"], params["b2"], params["eps"],
-          params["weight_decay"]) == ("0.9", "0.999", "1e-6", "0.01")
-  assert "max_norm = 1.0" in text
+  assert float(m["LEARNING_RATE"]) == 2e-4
+  assert int(m["WARMUP_STEPS"]) == 15000
+  assert "include 'gin_configs/runs/train_base.gin'" in text
+  # Table 14's Adam settings are optimizer.adamw's defaults (train_base.gin
+  # binds only its learning rate).
+  import inspect  # pylint: disable=g-import-not-at-top
+  from rembert_t5x import optimizer  # pylint: disable=g-import-not-at-top
+  defaults = {k: p.default for k, p in
+              inspect.signature(optimizer.adamw).parameters.items()}
+  assert (defaults["b1"], defaults["b2"], defaults["eps"],
+          defaults["weight_decay"], defaults["clip_norm"]) == (
+              0.9, 0.999, 1e-6, 0.01, 1.0)
 
 
 def test_explicit_mesh_shapes():
@@ -356,7 +367,12 @@ def test_finetune_steps_are_derived_from_the_dataset(monkeypatch, clean_gin):
 
   assert value("TRAIN_STEPS") == 21 and value("EVAL_PERIOD") == 7
   assert value("WARMUP_STEPS") == 2
-  assert value("DECAY_FACTOR") == pytest.approx(1 / 19)
+  # The optimizer's schedule decays linearly over the other 19 steps.
+  schedule = gin.query_parameter(
+      "rembert_optimizer.adamw.learning_rate").scoped_configurable_fn()
+  peak = gin.query_parameter("LEARNING_RATE/macro.value")
+  for step, want in ((1, peak / 2), (2, peak), (12, peak * 9 / 19), (21, 0.0)):
+    assert float(schedule(step)) == pytest.approx(want, rel=1e-5, abs=1e-12)
 
 
 @needs_t5x

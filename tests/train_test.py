@@ -105,8 +105,11 @@ def test_gradient_accumulation_matches_the_full_batch(tmp_path):
   full = _train(tmp_path / "full", 2)
   accumulated = _train(tmp_path / "acc", 2, grad_accum_steps=2)
   np.testing.assert_allclose(accumulated["learning_rate"], full["learning_rate"])
-  # Per-micro-batch means differ from the full-batch mean only by weighting.
-  np.testing.assert_allclose(accumulated["loss"], full["loss"], rtol=0.05)
+  # Micro-batch losses are shares of the full batch's mean (the MLM rows
+  # carry different numbers of masked positions): the same loss and gradient.
+  np.testing.assert_allclose(accumulated["loss"], full["loss"], rtol=1e-4)
+  np.testing.assert_allclose(accumulated["grad_norm"], full["grad_norm"],
+                             rtol=1e-3)
 
 
 def test_finetuning_from_a_pretraining_checkpoint(tmp_path):
