@@ -37,21 +37,26 @@ import numpy as np
 import optax
 
 from rembert_t5x import cli
+from rembert_t5x import layer_stacking
 from rembert_t5x import network
 from rembert_t5x import sweep
 
 
 def layer_config(config: network.RemBertConfig, num_layers: int
                  ) -> network.RemBertConfig:
-  """`config` cut to its first `num_layers` layers (no pre-training-only ones)."""
-  return dataclasses.replace(config, num_layers=num_layers,
+  """`config` cut to its first `num_layers` layers (no pre-training-only ones).
+
+  Unscanned: the truncated encoder reads per-layer params
+  (`encoder_params`), whatever the checkpoint's layout.
+  """
+  return dataclasses.replace(config, num_layers=num_layers, scan_layers=False,
                              num_pretraining_only_layers=0)
 
 
 def encoder_params(pretrained: Mapping[str, Any], num_layers: int
                    ) -> Dict[str, Any]:
   """The pre-trained encoder's embeddings, projection and layers < num_layers."""
-  encoder = pretrained["encoder"]
+  encoder = layer_stacking.unstack_layers(pretrained)["encoder"]
   return {k: v for k, v in encoder.items()
           if not (k.startswith("layers_") and int(k[7:]) >= num_layers)}
 
@@ -104,8 +109,7 @@ def drop_layers(workdir: str, config: network.RemBertConfig, pretrained: str,
       log(f"{l} layers: fine-tuning {task.name} {task.train_steps} steps")
       sweep.run_point(sub, point, layer_config(config, l), pretrained)
     record = json.loads(path.read_text())
-    scores = {lang: sweep.task_score(m)
-              for lang, m in record["languages"].items()}
+    scores = sweep.family_scores(record)[task.evaluations[0].family]
     zero = [v for lang, v in scores.items() if lang != task.train_language]
     rows.append({"layers": l, "scores": scores,
                  "train_language": scores[task.train_language],

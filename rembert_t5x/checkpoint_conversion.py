@@ -6,10 +6,16 @@ every transpose or reshape is named (`Transform`), so a checkpoint of another
 architecture fails loudly instead of loading half-way.
 
 Hugging Face stores `nn.Linear` weights as `[out, in]`; we store kernels as
-`[in, out]` (and attention kernels split per head). `hf_name_map` lists, for a
-config and a head, each of our parameter paths with its HF name and the
-transform between them; `tf_name_map` does the same for the original TF1
-BERT-style RemBERT checkpoint (kernels already `[in, out]`).
+`[in, out]` (attention kernels too, with heads x head_dim joined in one axis,
+heads major, as HF's). `hf_name_map` lists, for a config and a head, each of
+our parameter paths with its HF name and the transform between them;
+`tf_name_map` does the same for the original TF1 BERT-style RemBERT
+checkpoint (kernels already `[in, out]`).
+
+A config with `vocab_pad_multiple > 1` stores the vocabulary tensors (word
+embeddings, MLM decoder) with padded rows; external checkpoints hold the
+real vocabulary. Conversion appends zero rows on the way in and strips them
+on the way out, so HF -> ours -> HF is exact.
 
 The conversions are streaming-friendly: `iter_to_ours` / `iter_from_ours`
 check every name and shape against a `TensorSource` (names and shapes known
@@ -31,13 +37,7 @@ class Transform(enum.Enum):
   """How an HF tensor becomes ours (and back)."""
 
   IDENTITY = "identity"  # embeddings, LayerNorm weight -> scale, biases
-  LINEAR = "linear"  # [out, in] -> [in, out]
-  QKV_KERNEL = "qkv_kernel"  # [heads*head_dim, H] -> [H, heads, head_dim]
-  QKV_BIAS = "qkv_bias"  # [heads*head_dim] -> [heads, head_dim]
-  ATTN_OUT_KERNEL = "attn_out_kernel"  # [H, heads*head_dim] -> [heads, head_dim, H]
-  # TF1 checkpoints store dense kernels as [in, out], like us: only reshapes.
-  TF_QKV_KERNEL = "tf_qkv_kernel"  # [H, heads*head_dim] -> [H, heads, head_dim]
-  TF_ATTN_OUT_KERNEL = "tf_attn_out_kernel"  # [heads*head_dim, H] -> [heads, head_dim, H]
+  LINEAR = "linear"  # [out, in] -> [in, out], attention kernels included
 
 
 class Head(enum.Enum):
@@ -55,7 +55,10 @@ class Entry:
   ours: str  # "/"-joined path in our params tree
   hf: str  # the external name: HF state-dict key (TF variable in `tf_name_map`)
   transform: Transform
-  shape: tuple[int, ...]  # our shape
+  shape: tuple[int, ...]  # our shape (vocabulary rows padded, if configured)
+  # For a vocabulary tensor: the external checkpoint's rows (the real
+  # vocabulary), which `shape` may exceed by the padding. None otherwise.
+  vocab_rows: Optional[int] = None
 
 
 def _linear(ours, hf, in_dim, out_dim):
@@ -101,10 +104,11 @@ def hf_name_map(
                      f"{c.input_embed_dim} must equal emb_dim {c.emb_dim}")
   base = flavour
   enc = "encoder"
+  vocab = c.padded_vocab_size
   entries = [
       Entry(f"{enc}/embeddings/word_embeddings/embedding",
             f"{base}.embeddings.word_embeddings.weight", Transform.IDENTITY,
-            (c.vocab_size, c.input_embed_dim)),
+            (vocab, c.input_embed_dim), c.vocab_size),
       Entry(f"{enc}/embeddings/position_embeddings/embedding",
             f"{base}.embeddings.position_embeddings.weight",
             Transform.IDENTITY, (c.max_position_embeddings, c.input_embed_dim)),
@@ -120,24 +124,15 @@ def hf_name_map(
                        c.input_embed_dim, c.emb_dim)
   num_layers = (c.num_pretraining_layers if head == Head.MASKED_LM
                 else c.num_layers)
-  h, n, d = c.emb_dim, c.num_heads, c.head_dim
+  h, joined = c.emb_dim, c.num_heads * c.head_dim
   for i in range(num_layers):
     ours, hf = f"{enc}/layers_{i}", f"{base}.encoder.layer.{i}"
+    # Both sides join heads x head_dim heads-major: a plain transpose.
     for name in ("query", "key", "value"):
-      entries += [
-          Entry(f"{ours}/attention/{name}/kernel",
-                f"{hf}.attention.self.{name}.weight", Transform.QKV_KERNEL,
-                (h, n, d)),
-          Entry(f"{ours}/attention/{name}/bias",
-                f"{hf}.attention.self.{name}.bias", Transform.QKV_BIAS, (n, d)),
-      ]
-    entries += [
-        Entry(f"{ours}/attention/out/kernel",
-              f"{hf}.attention.output.dense.weight",
-              Transform.ATTN_OUT_KERNEL, (n, d, h)),
-        Entry(f"{ours}/attention/out/bias", f"{hf}.attention.output.dense.bias",
-              Transform.IDENTITY, (h,)),
-    ]
+      entries += _linear(f"{ours}/attention/{name}",
+                         f"{hf}.attention.self.{name}", h, joined)
+    entries += _linear(f"{ours}/attention/out",
+                       f"{hf}.attention.output.dense", joined, h)
     entries += _layer_norm(f"{ours}/attention_layer_norm",
                            f"{hf}.attention.output.LayerNorm", h)
     entries += _linear(f"{ours}/mlp/wi", f"{hf}.intermediate.dense", h,
@@ -160,10 +155,12 @@ def hf_name_map(
                              c.output_embed_dim)
     if c.tie_embeddings:
       entries.append(Entry("mlm_head/decoder_bias", "cls.predictions.bias",
-                           Transform.IDENTITY, (c.vocab_size,)))
+                           Transform.IDENTITY, (vocab,), c.vocab_size))
     else:
-      entries += _linear("mlm_head/decoder", "cls.predictions.decoder",
-                         c.output_embed_dim, c.vocab_size)
+      entries += [
+          dataclasses.replace(e, vocab_rows=c.vocab_size)
+          for e in _linear("mlm_head/decoder", "cls.predictions.decoder",
+                           c.output_embed_dim, vocab)]
   elif head == Head.SEQUENCE_CLASSIFICATION:
     entries += _linear("pooler", f"{base}.pooler.dense", h, h)
     entries += _linear("classifier", "classifier", h, num_classes)
@@ -180,46 +177,25 @@ def _to_ours(array: np.ndarray, entry: Entry) -> np.ndarray:
     out = array
   elif t == Transform.LINEAR:
     out = array.T
-  elif t == Transform.QKV_KERNEL:
-    out = array.T.reshape(entry.shape)
-  elif t == Transform.QKV_BIAS:
-    out = array.reshape(entry.shape)
-  elif t == Transform.ATTN_OUT_KERNEL:
-    out = array.T.reshape(entry.shape)
-  elif t in (Transform.TF_QKV_KERNEL, Transform.TF_ATTN_OUT_KERNEL):
-    out = array.reshape(entry.shape)
   else:  # pragma: no cover - the enum is closed
     raise AssertionError(t)
   return np.ascontiguousarray(out)
 
 
 def _to_hf(array: np.ndarray, entry: Entry) -> np.ndarray:
-  t = entry.transform
-  if t == Transform.IDENTITY:
-    out = array
-  elif t == Transform.LINEAR:
-    out = array.T
-  elif t == Transform.QKV_KERNEL:
-    out = array.reshape(array.shape[0], -1).T
-  elif t == Transform.QKV_BIAS:
-    out = array.reshape(-1)
-  elif t == Transform.ATTN_OUT_KERNEL:
-    out = array.reshape(-1, array.shape[-1]).T
-  elif t == Transform.TF_QKV_KERNEL:
-    out = array.reshape(array.shape[0], -1)
-  elif t == Transform.TF_ATTN_OUT_KERNEL:
-    out = array.reshape(-1, array.shape[-1])
-  else:  # pragma: no cover
-    raise AssertionError(t)
-  return np.ascontiguousarray(out)
+  # Both transforms are their own inverse.
+  return _to_ours(array, entry)
 
 
-def external_shape(entry: Entry) -> tuple[int, ...]:
-  """The shape of `entry`'s tensor in the external (HF or TF) checkpoint."""
-  return _to_hf(np.empty(entry.shape, np.int8), entry).shape
+def external_shape(entry: Entry,
+                   vocab_size: Optional[int] = None) -> tuple[int, ...]:
+  """The shape of `entry`'s tensor in the external (HF or TF) checkpoint.
 
-
-_hf_shape = external_shape  # the name older callers use
+  A vocabulary tensor has `vocab_size` rows there (default: the real
+  vocabulary, `entry.vocab_rows`).
+  """
+  return _to_hf(np.empty(_with_vocab(entry, vocab_size).shape, np.int8),
+                entry).shape
 
 
 # --- Sources: names and shapes first, tensors on demand -----------------------
@@ -257,9 +233,10 @@ class DictSource:
 # --- Vocabulary padding -------------------------------------------------------
 
 # Our parameters with a vocabulary dimension, and which of our axes it is.
-# We never pad the vocabulary (README); a source whose vocabulary tensors have
-# more rows (padded for partitioning) is stripped to our size, and a target
-# that wants padded rows gets zeros appended.
+# Our side may hold padded rows (`RemBertConfig.vocab_pad_multiple`), an
+# external checkpoint the real vocabulary (`Entry.vocab_rows`) or, when it was
+# padded by someone else, `source_vocab_size` / `target_vocab_size` rows:
+# extra rows are stripped, missing ones appended as zeros, on our side.
 _VOCAB_AXES = {
     "encoder/embeddings/word_embeddings/embedding": 0,
     "mlm_head/decoder/kernel": 1,  # [E_out, vocab]
@@ -274,11 +251,13 @@ def vocab_axis(entry: Entry) -> Optional[int]:
 
 
 def _with_vocab(entry: Entry, vocab_size: Optional[int]) -> Entry:
+  """`entry` with `vocab_size` (default `entry.vocab_rows`) vocabulary rows."""
   axis = vocab_axis(entry)
-  if vocab_size is None or axis is None:
+  rows = vocab_size if vocab_size is not None else entry.vocab_rows
+  if rows is None or axis is None or entry.shape[axis] == rows:
     return entry
   shape = list(entry.shape)
-  shape[axis] = vocab_size
+  shape[axis] = rows
   return dataclasses.replace(entry, shape=tuple(shape))
 
 
@@ -293,6 +272,23 @@ def _resize_vocab(array: np.ndarray, entry: Entry, size: int) -> np.ndarray:
   pad = [(0, 0)] * array.ndim
   pad[axis] = (0, size - have)
   return np.pad(array, pad)
+
+
+def resize_vocab_params(flat_params: Mapping[str, np.ndarray],
+                        rows: int) -> dict[str, np.ndarray]:
+  """Our flat params with every vocabulary tensor resized to `rows` rows.
+
+  Rows are stripped from the end or appended as zeros (e.g. to move a
+  checkpoint between configs that differ only in `vocab_pad_multiple`).
+  """
+  out = {}
+  for path, value in flat_params.items():
+    axis = _VOCAB_AXES.get(path)
+    if axis is not None:
+      value = _resize_vocab(np.asarray(value),
+                            Entry(path, "", Transform.IDENTITY, ()), rows)
+    out[path] = value
+  return out
 
 
 # --- Checked, streaming conversion -------------------------------------------
@@ -317,7 +313,7 @@ def check_source(
     skip: names that may be present and are not converted (e.g. optimizer
       slots of a TF checkpoint).
     source_vocab_size: the source's (possibly padded) vocabulary size, when
-      it differs from the config's.
+      it differs from the config's `vocab_size`.
 
   Raises:
     ValueError: naming the first missing tensor, wrong shape, or the tensors
@@ -327,7 +323,7 @@ def check_source(
   for e in entries:
     if e.hf not in names:
       raise ValueError(f"{source_name}: missing tensor {e.hf!r} (for {e.ours})")
-    want = external_shape(_with_vocab(e, source_vocab_size))
+    want = external_shape(e, source_vocab_size)
     got = tuple(source.shape(e.hf))
     if got != want:
       raise ValueError(f"{source_name}: tensor {e.hf!r} has shape {got}, "
@@ -353,16 +349,17 @@ def iter_to_ours(
 ) -> Iterator[tuple[str, np.ndarray]]:
   """Checks the whole source, then yields `(our path, array)` one at a time.
 
-  Vocabulary tensors of a source with `source_vocab_size` rows are stripped
-  to the config's `vocab_size`. Arguments are as in `check_source`.
+  Vocabulary tensors are resized from the source's rows (`source_vocab_size`,
+  default the real vocabulary) to ours (stripped, or zero rows appended for
+  a padded config). Arguments are as in `check_source`.
   """
   check_source(source, entries, source_name=source_name,
                ignore_unused=ignore_unused, skip=skip,
                source_vocab_size=source_vocab_size)
   for e in entries:
-    wide = _with_vocab(e, source_vocab_size)
-    array = _to_ours(np.asarray(source.get(e.hf)), wide)
-    if wide is not e:
+    external = _with_vocab(e, source_vocab_size)
+    array = _to_ours(np.asarray(source.get(e.hf)), external)
+    if external is not e:
       array = _resize_vocab(array, e, e.shape[vocab_axis(e)])
     yield e.ours, array
 
@@ -376,8 +373,9 @@ def iter_from_ours(
 ) -> Iterator[tuple[str, np.ndarray]]:
   """Checks our flat params in `source`, then yields `(external name, array)`.
 
-  With `target_vocab_size` larger than the config's, vocabulary tensors get
-  zero rows appended (restoring a padded layout).
+  Vocabulary tensors are resized from our rows to `target_vocab_size`
+  (default: the real vocabulary, stripping our padding; larger: zero rows
+  appended, restoring someone else's padded layout).
   """
   names = set(source.names())
   for e in entries:
@@ -388,19 +386,18 @@ def iter_from_ours(
       raise ValueError(f"{source_name}: parameter {e.ours!r} has shape "
                        f"{got}, expected {e.shape}")
   for e in entries:
-    wide = _with_vocab(e, target_vocab_size)
+    external = _with_vocab(e, target_vocab_size)
     array = np.asarray(source.get(e.ours))
-    if wide is not e:
-      array = _resize_vocab(array, e, wide.shape[vocab_axis(e)])
-    yield e.hf, _to_hf(array, wide)
+    if external is not e:
+      array = _resize_vocab(array, e, external.shape[vocab_axis(e)])
+    yield e.hf, _to_hf(array, external)
 
 
 def external_specs(entries: list[Entry],
                    target_vocab_size: Optional[int] = None
                    ) -> list[tuple[str, tuple[int, ...]]]:
   """`(external name, external shape)` of every entry, in order."""
-  return [(e.hf, external_shape(_with_vocab(e, target_vocab_size)))
-          for e in entries]
+  return [(e.hf, external_shape(e, target_vocab_size)) for e in entries]
 
 
 def hf_to_flat_params(
@@ -489,13 +486,10 @@ def _tf_name(hf: str) -> str:
   return name.replace(".", "/")
 
 
-# TF stores dense kernels [in, out], as we do: no transposes, only reshapes.
+# TF stores dense kernels [in, out] (attention heads joined), as we do.
 _TF_TRANSFORM = {
     Transform.IDENTITY: Transform.IDENTITY,
     Transform.LINEAR: Transform.IDENTITY,
-    Transform.QKV_KERNEL: Transform.TF_QKV_KERNEL,
-    Transform.QKV_BIAS: Transform.QKV_BIAS,
-    Transform.ATTN_OUT_KERNEL: Transform.TF_ATTN_OUT_KERNEL,
 }
 
 
@@ -506,7 +500,8 @@ def tf_name_map(config: network.RemBertConfig) -> list[Entry]:
   holds the TF variable name, e.g.
   `bert/encoder/layer_0/attention/self/query/kernel`.
   """
-  return [Entry(e.ours, _tf_name(e.hf), _TF_TRANSFORM[e.transform], e.shape)
+  return [dataclasses.replace(e, hf=_tf_name(e.hf),
+                              transform=_TF_TRANSFORM[e.transform])
           for e in hf_name_map(config, Head.ENCODER)]
 
 
@@ -649,41 +644,6 @@ def head_from_params(shapes: Mapping[str, tuple[int, ...]]
       return Head.SEQUENCE_CLASSIFICATION, classes
     return Head.TOKEN_CLASSIFICATION, classes
   return Head.ENCODER, None
-
-
-def config_from_shapes(shapes: Mapping[str, tuple[int, ...]],
-                       source: str) -> network.RemBertConfig:
-  """Our config, as far as our flat params' shapes determine it.
-
-  Epsilon, dropout and pad id are not in the shapes: RemBERT's defaults are
-  used (pass a gin file to the converter to state them). Without an MLM head
-  the output embedding width is unknown and set to `input_embed_dim`.
-  All layers count as fine-tuning layers (HF has no pre-training-only ones).
-  """
-  def need(path):
-    if path not in shapes:
-      raise ValueError(f"{source}: missing parameter {path!r}: not a RemBERT "
-                       "checkpoint")
-    return shapes[path]
-
-  vocab, e_in = need("encoder/embeddings/word_embeddings/embedding")
-  positions = need("encoder/embeddings/position_embeddings/embedding")[0]
-  types = need("encoder/embeddings/token_type_embeddings/embedding")[0]
-  hidden, heads, head_dim = need("encoder/layers_0/attention/query/kernel")
-  mlp = need("encoder/layers_0/mlp/wi/kernel")[1]
-  layer_ids = {int(m.group(1)) for k in shapes
-               if (m := re.match(r"encoder/layers_(\d+)/", k))}
-  if layer_ids != set(range(len(layer_ids))):
-    raise ValueError(f"{source}: layers are not numbered 0..n-1: "
-                     f"{sorted(layer_ids)}")
-  tied = "mlm_head/decoder_bias" in shapes
-  e_out = (shapes["mlm_head/dense/kernel"][1] if "mlm_head/dense/kernel"
-           in shapes else e_in)
-  return network.RemBertConfig(
-      vocab_size=vocab, input_embed_dim=e_in, emb_dim=hidden,
-      output_embed_dim=e_out, num_layers=len(layer_ids), num_heads=heads,
-      head_dim=head_dim, mlp_dim=mlp, max_position_embeddings=positions,
-      type_vocab_size=types, tie_embeddings=tied)
 
 
 def config_mismatch(a: network.RemBertConfig, b: network.RemBertConfig,

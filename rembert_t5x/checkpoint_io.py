@@ -44,6 +44,8 @@ import numpy as np
 
 from rembert_t5x import checkpoint_conversion as cc
 from rembert_t5x import cli
+from rembert_t5x import io_utils
+from rembert_t5x import layer_stacking
 from rembert_t5x import network
 from rembert_t5x import vocabulary
 
@@ -519,7 +521,7 @@ def copy_vocabulary(vocab_file: Optional[pathlib.Path],
 
 
 def written_vocabulary(vocab_file: Optional[pathlib.Path],
-             output_dir: str) -> Optional[str]:
+                       output_dir: str) -> Optional[str]:
   if vocab_file is None:
     return None
   return str(pathlib.Path(output_dir) / vocabulary.VOCABULARY_FILENAME)
@@ -531,11 +533,13 @@ def checkpoint_vocabulary(source: "OrbaxParams") -> Optional[pathlib.Path]:
   return pathlib.Path(found) if found else None
 
 
-def _write_config(out: pathlib.Path, config: network.RemBertConfig) -> None:
+def write_config(out: pathlib.Path, config: network.RemBertConfig) -> None:
+  """Writes `config` as `out/rembert_config.json` (read back by the tools)."""
   fields = dataclasses.asdict(config)
   fields["dtype"] = str(np.dtype(fields["dtype"]))
   fields["param_dtype"] = str(np.dtype(fields["param_dtype"]))
-  (out / CONFIG_FILE).write_text(json.dumps(fields, indent=2, sort_keys=True))
+  io_utils.atomic_write_text(out / CONFIG_FILE,
+                             json.dumps(fields, indent=2, sort_keys=True))
 
 
 def read_config_file(path: pathlib.Path) -> network.RemBertConfig:
@@ -583,6 +587,24 @@ def _source_vocabulary(explicit: Optional[str], beside: pathlib.Path,
   return path
 
 
+def checkpoint_config(source: "OrbaxParams",
+                      gin_file: Optional[str]) -> network.RemBertConfig:
+  """The config of our checkpoint: `gin_file`, else `rembert_config.json`.
+
+  The local runner and the converters write `rembert_config.json` into the
+  MODEL_DIR. The parameter shapes alone do not determine the config: the
+  attention kernels join heads x head_dim.
+  """
+  if gin_file:
+    return _gin_config(gin_file)
+  if source.model_dir and (source.model_dir / CONFIG_FILE).is_file():
+    return read_config_file(source.model_dir / CONFIG_FILE)
+  raise UserError(
+      f"checkpoint {source.step_dir}: no {CONFIG_FILE} in its MODEL_DIR; "
+      "pass --gin_file=<the model gin file> (the number of attention heads "
+      "is not in the parameter shapes)")
+
+
 def hf_to_t5x(hf_dir: str, output_dir: str, *, gin_file: Optional[str] = None,
               vocab_size: Optional[int] = None,
               vocab: Optional[str] = None,
@@ -627,7 +649,7 @@ def hf_to_t5x(hf_dir: str, output_dir: str, *, gin_file: Optional[str] = None,
         source, _largest_first(entries), source_name=hf_dir,
         ignore_unused=ignore,
         source_vocab_size=source_vocab))
-    _write_config(tmp, config)
+    write_config(tmp, config)
     copy_vocabulary(vocab_file, tmp)
   skipped = sum(1 for n in source.names() if n.startswith(ignore)) if ignore else 0
   return Summary(str(output_dir), head.value, len(entries), count,
@@ -689,7 +711,7 @@ def tf_to_t5x(tf_checkpoint: str, output_dir: str, *,
     count = write_orbax_params(tmp, cc.iter_to_ours(
         source, _largest_first(entries), source_name=tf_checkpoint, skip=skip,
         source_vocab_size=source_vocab))
-    _write_config(tmp, config)
+    write_config(tmp, config)
     copy_vocabulary(vocab_file, tmp)
   return Summary(str(output_dir), cc.Head.ENCODER.value, len(entries), count,
                  (source_vocab or config.vocab_size) - config.vocab_size,
@@ -711,23 +733,18 @@ def t5x_to_hf(checkpoint_dir: str, output_dir: str, *,
     checkpoint_dir: a MODEL_DIR, its `checkpoints/` or one step directory.
     output_dir: the HF directory to write.
     gin_file: the model gin file (otherwise `rembert_config.json` beside the
-      checkpoint, else the config the shapes determine).
-    hf_vocab_size: pad the vocabulary with zero rows to this size.
+      checkpoint).
+    hf_vocab_size: pad the vocabulary with zero rows to this size (default:
+      the real vocabulary; padding of a padded config is stripped).
     overwrite: replace a non-empty `output_dir`.
   """
   source = OrbaxParams(checkpoint_dir)
-  shapes = {n: source.shape(n) for n in source.names()}
+  # A scanned checkpoint (RemBertConfig.scan_layers) is read under per-layer
+  # names, one layer slice at a time: HF has one module per layer.
+  per_layer = layer_stacking.per_layer_source(source)
+  shapes = {n: per_layer.shape(n) for n in per_layer.names()}
   head, num_classes = cc.head_from_params(shapes)
-  try:
-    from_shapes = cc.config_from_shapes(shapes, str(source.step_dir))
-  except ValueError as e:
-    raise UserError(str(e)) from e
-  if gin_file:
-    config = _gin_config(gin_file)
-  elif source.model_dir and (source.model_dir / CONFIG_FILE).is_file():
-    config = read_config_file(source.model_dir / CONFIG_FILE)
-  else:
-    config = from_shapes
+  config = checkpoint_config(source, gin_file)
   if head != cc.Head.MASKED_LM and config.num_pretraining_only_layers:
     config = dataclasses.replace(config, num_pretraining_only_layers=0)
   if hf_vocab_size is not None and hf_vocab_size < config.vocab_size:
@@ -747,9 +764,9 @@ def t5x_to_hf(checkpoint_dir: str, output_dir: str, *,
     # the pieces from sentencepiece.model.
     hf_config.update(pad_token_id=ids.pad, bos_token_id=ids.cls,
                      eos_token_id=ids.sep)
-  specs = [(name, shape, source.dtype(e.ours)) for (name, shape), e in
+  specs = [(name, shape, per_layer.dtype(e.ours)) for (name, shape), e in
            zip(cc.external_specs(entries, hf_vocab_size), entries)]
-  tensors = cc.iter_from_ours(source, entries,
+  tensors = cc.iter_from_ours(per_layer, entries,
                               source_name=f"checkpoint {source.step_dir}",
                               target_vocab_size=hf_vocab_size)
   try:

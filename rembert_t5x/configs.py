@@ -1,25 +1,31 @@
 """Loading gin model files and counting parameters.
 
-Gin files live in `gin_configs/` at the repository root and include each
-other by paths relative to it (T5X's convention: run from the repository root
-with `--gin_search_paths=.`). `parse_gin` adds the repository root and the
-current directory to the search path, so the files also resolve from elsewhere
-in a checkout.
+Gin files live in `gin_configs/` and include each other by paths relative to
+its parent (T5X's convention: run from the repository root with
+`--gin_search_paths=.`). `parse_gin` adds the current directory and the
+directory holding gin_configs/ (`gin_path.find_search_root`: the repository
+root in a checkout, the package directory after a regular install) to the
+search path, so the files resolve from anywhere.
+
+A `--gin.MACRO=value` binding of a macro no gin file of the run uses is an
+error: gin would define the new macro and ignore it, and the run would go on
+with the file's value.
 """
 
+import difflib
 import os
-import pathlib
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 import flax
 import gin
+from gin import config_parser
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rembert_t5x import gin_path
 from rembert_t5x import network
-
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+from rembert_t5x import partitioning
 
 
 class GinConfigError(ValueError):
@@ -27,7 +33,8 @@ class GinConfigError(ValueError):
 
 
 def gin_search_paths() -> list[str]:
-  return [os.getcwd(), str(REPO_ROOT)]
+  root = gin_path.find_search_root()
+  return [os.getcwd()] + ([str(root)] if root else [])
 
 
 def parse_gin(
@@ -36,21 +43,26 @@ def parse_gin(
     *,
     search_paths: Optional[Sequence[str]] = None,
     finalize: bool = False,
+    read_macros: Sequence[str] = (),
 ) -> None:
   """Parses gin files and `KEY=VALUE` bindings, with one clear error.
 
   Args:
     gin_files: paths, absolute or relative to a search path.
     bindings: gin binding strings, e.g. `"NUM_LAYERS = 4"`.
-    search_paths: extra directories for `include`s (the repository root and
-      the working directory are always searched).
+    search_paths: extra directories for `include`s (the directory holding
+      gin_configs/ and the working directory are always searched).
     finalize: lock the config afterwards.
+    read_macros: macros the caller reads itself (e.g. MODEL_DIR), which no
+      gin file needs to reference.
 
   Raises:
-    GinConfigError: naming the file and the offending binding.
+    GinConfigError: naming the file and the offending binding, also for a
+      binding of a macro that no gin file (nor `read_macros`) uses.
   """
   gin.clear_config()
-  for path in list(search_paths or []) + gin_search_paths():
+  prefixes = list(search_paths or []) + gin_search_paths()
+  for path in prefixes:
     gin.add_config_file_search_path(path)
   for f in gin_files:
     try:
@@ -62,8 +74,77 @@ def parse_gin(
       gin.parse_config(b)
     except (ValueError, SyntaxError, KeyError) as e:
       raise GinConfigError(f"gin binding {b!r}: {_first_line(e)}") from e
+  if bindings:
+    _check_macros_are_used(gin_files, bindings, prefixes, read_macros)
   if finalize:
     gin.finalize()
+
+
+class _MacroRecorder(config_parser.ParserDelegate):
+  """A gin parser delegate that records every `%MACRO` it meets."""
+
+  def __init__(self):
+    self.used: set[str] = set()
+
+  def configurable_reference(self, scoped_configurable_name, evaluate):
+    return scoped_configurable_name
+
+  def macro(self, macro_name):
+    self.used.add(macro_name.split("/")[-1])
+    return macro_name
+
+
+def _parse_statements(text_or_file, recorder: _MacroRecorder) -> list:
+  return list(config_parser.ConfigParser(text_or_file, recorder))
+
+
+def _resolve_include(name: str, prefixes: Sequence[str]) -> Optional[str]:
+  """The file gin reads for `name` (gin tries '' and then each prefix)."""
+  for prefix in [""] + list(prefixes):
+    path = os.path.join(prefix, name)
+    if os.path.isfile(path):
+      return path
+  return None
+
+
+def _check_macros_are_used(gin_files: Sequence[str], bindings: Sequence[str],
+                           prefixes: Sequence[str],
+                           read_macros: Sequence[str]) -> None:
+  """Refuses a binding `NAME = value` of a macro nothing references.
+
+  Re-reads the run's files (following includes) with gin's own parser and
+  collects every `%NAME`; gin has already accepted the text, so this only
+  decides which macros the run uses.
+  """
+  recorder = _MacroRecorder()
+  seen = set()
+  pending = list(gin_files)
+  while pending:
+    path = _resolve_include(pending.pop(), prefixes)
+    if path is None or os.path.realpath(path) in seen:
+      continue
+    seen.add(os.path.realpath(path))
+    with open(path, encoding="utf-8") as f:
+      statements = _parse_statements(f, recorder)
+    pending.extend(s.filename for s in statements
+                   if isinstance(s, config_parser.IncludeStatement))
+  assigned = []  # (binding, macro name)
+  for b in bindings:
+    for statement in _parse_statements(b, recorder):
+      if (isinstance(statement, config_parser.BindingStatement)
+          and not statement.arg_name and "." not in statement.selector):
+        assigned.append((b, statement.selector))
+  used = recorder.used | set(read_macros)
+  for b, name in assigned:
+    if name in used:
+      continue
+    known = sorted(m for m in used if m != "gin.REQUIRED")
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.7)
+    hint = (f"did you mean {close[0]}?" if close
+            else f"its macros: {', '.join(known) or 'none'}")
+    raise GinConfigError(
+        f"gin binding {b!r}: no gin file of this run uses the macro {name} "
+        f"({hint})")
 
 
 def _first_line(e: BaseException) -> str:
@@ -72,26 +153,38 @@ def _first_line(e: BaseException) -> str:
 
 
 def config_from_gin(
-    gin_file: str, bindings: Sequence[str] = ()
+    gin_file: Union[str, Sequence[str]], bindings: Sequence[str] = (),
+    search_paths: Optional[Sequence[str]] = None,
 ) -> network.RemBertConfig:
-  """The `RemBertConfig` a model gin file describes."""
-  parse_gin([gin_file], bindings)
+  """The `RemBertConfig` a model gin file (or files, in order) describes."""
+  gin_files = [gin_file] if isinstance(gin_file, str) else list(gin_file)
+  parse_gin(gin_files, bindings, search_paths=search_paths)
   configurable = gin.get_configurable(network.RemBertConfig)
   try:
     return configurable()
-  except ValueError as e:
-    raise GinConfigError(f"gin file {gin_file}: {_first_line(e)}") from e
-  except TypeError as e:  # e.g. a required macro left unset
-    raise GinConfigError(f"gin file {gin_file}: {_first_line(e)}") from e
+  except (ValueError, TypeError) as e:  # TypeError: a required macro unset
+    raise GinConfigError(
+        f"gin file {', '.join(gin_files)}: {_first_line(e)}") from e
 
 
 def _param_count(module: flax.linen.Module, length: int = 8) -> int:
-  """Counts parameters from the initialised tree without allocating it."""
+  """Counts parameters from the initialised tree without allocating it.
+
+  A padded vocabulary axis (`RemBertConfig.vocab_pad_multiple`) counts with
+  its real size: padding rows are not model parameters.
+  """
   tokens = jax.ShapeDtypeStruct((1, length), jnp.int32)
   shapes = jax.eval_shape(
       lambda t: module.init(jax.random.PRNGKey(0), t), tokens)
-  return int(sum(np.prod(x.shape) for x in
-                 jax.tree_util.tree_leaves(shapes["params"])))
+  params = flax.traverse_util.flatten_dict(shapes["params"])
+  axes = flax.traverse_util.flatten_dict(shapes["params_axes"])
+  total = 0
+  for path, leaf in params.items():
+    names = axes[path[:-1] + (path[-1] + "_axes",)].names
+    total += int(np.prod([
+        module.config.vocab_size if name == partitioning.VOCAB else size
+        for name, size in zip(names, leaf.shape)]))
+  return total
 
 
 def count_parameters(config: network.RemBertConfig) -> dict[str, int]:

@@ -1,22 +1,32 @@
 r"""Local evaluation: per-language metrics of a checkpoint on SeqIO tasks.
 
   python -m rembert_t5x.eval \
-    --gin_file=gin_configs/runs/local_tiny_finetune_pair.gin \
-    --gin.CHECKPOINT_DIR="'/tmp/ft'" --gin.EVAL_OUTPUT_DIR="'/tmp/ft/eval'"
+    --gin_file=gin_configs/runs/local_tiny_eval_pair.gin \
+    --gin.CHECKPOINT_PATH="'/tmp/ft'" --gin.EVAL_OUTPUT_DIR="'/tmp/ft/eval'"
 
 Runs SeqIO's own `Evaluator` (the same postprocessors and metric functions
 `t5x.eval` uses) with the model's `predict_batch_with_aux`, over every task
 of a mixture, and writes to EVAL_OUTPUT_DIR:
 
-  results.json   {"tasks": {task: {metric: value}}, "languages": {...}}
-  results.md     a per-language table (one row per language)
-  results.png    a bar chart of the main metric per language
+  results.json   {"tasks": {task: {metric: value}},
+                  "families": {family: {language: {metric: value}}},
+                  "selection": {...} (with a selection task)}
+  results.md     a table with one row per task (family, language)
+  results.png    a bar chart of the main metric per language and family
+
+Results are keyed by the full task name: `rembert_mlqa_en` and
+`rembert_squad_en` are different rows of different families.
+
+Checkpoint: the latest under CHECKPOINT_PATH, or, with
+`evaluate.selection_task` (the English dev task, e.g. 'rembert_xnli_en'),
+the checkpoint that scores best on it (`select_checkpoint`): the paper and
+XTREME select on the English dev set.
 """
 
-import collections
 import json
 import pathlib
 import re
+import weakref
 from typing import Any, Mapping, Optional
 
 import gin
@@ -28,14 +38,22 @@ from rembert_t5x import cli
 from rembert_t5x import configs
 from rembert_t5x import io_utils
 from rembert_t5x import vocabulary as vocab_lib
+from rembert_t5x import protocol
 
 # Which metric summarises a task in tables and plots, in order of preference.
 MAIN_METRICS = ("xtreme", "f1", "accuracy", "exact_match")
 
 
+# One jitted predict function per model object: checkpoint selection
+# evaluates several checkpoints of one model, which must not recompile.
+_JITTED_PREDICT = weakref.WeakKeyDictionary()
+
+
 def make_predict_fn(model, params, batch_size: int):
   """A seqio predict function over an enumerated model-feature dataset."""
-  predict = jax.jit(model.predict_batch_with_aux)
+  predict = _JITTED_PREDICT.get(model)
+  if predict is None:
+    predict = _JITTED_PREDICT[model] = jax.jit(model.predict_batch_with_aux)
 
   def predict_fn(ds, model_feature_shapes=None):
     del model_feature_shapes
@@ -86,7 +104,17 @@ def task_language(task_name: str) -> str:
 
 
 def task_family(task_name: str) -> str:
+  """The task name without its language (`rembert_xnli_de` -> `rembert_xnli`)."""
   return re.sub(r"_[^_]+$", "", task_name)
+
+
+def by_family(task_metrics: Mapping[str, Mapping[str, float]]
+              ) -> dict[str, dict[str, dict[str, float]]]:
+  """{family: {language: metrics}}: per-language rows that never collide."""
+  out: dict[str, dict[str, dict[str, float]]] = {}
+  for task, metrics in sorted(task_metrics.items()):
+    out.setdefault(task_family(task), {})[task_language(task)] = dict(metrics)
+  return out
 
 
 def main_metric(metrics: Mapping[str, float]) -> str:
@@ -98,22 +126,25 @@ def main_metric(metrics: Mapping[str, float]) -> str:
 
 def language_table(task_metrics: Mapping[str, Mapping[str, float]],
                    chance: Optional[Mapping[str, float]] = None) -> str:
-  """A markdown table: one row per language, one column per metric."""
+  """A markdown table: one row per task (family, language), one column per
+  metric, and an average row per family."""
   names = sorted({m for metrics in task_metrics.values() for m in metrics})
-  header = ["language"] + names + (["chance"] if chance else [])
+  header = ["family", "language"] + names + (["chance"] if chance else [])
   lines = ["| " + " | ".join(header) + " |",
            "|" + "---|" * len(header)]
-  by_lang = {task_language(t): m for t, m in task_metrics.items()}
-  for lang in sorted(by_lang):
-    row = [lang] + [f"{by_lang[lang][n]:.1f}" if n in by_lang[lang] else ""
-                    for n in names]
-    if chance:
-      row.append(f"{chance[lang]:.1f}" if lang in chance else "")
-    lines.append("| " + " | ".join(row) + " |")
-  averages = [f"{np.mean([m[n] for m in by_lang.values() if n in m]):.1f}"
-              for n in names]
-  lines.append("| **avg** | " + " | ".join(averages)
-               + (" | " if chance else "") + " |")
+  for family, langs in by_family(task_metrics).items():
+    for lang in sorted(langs):
+      row = [family, lang] + [f"{langs[lang][n]:.1f}" if n in langs[lang]
+                              else "" for n in names]
+      if chance:
+        row.append(f"{chance[lang]:.1f}" if lang in chance else "")
+      lines.append("| " + " | ".join(row) + " |")
+    averages = []
+    for n in names:
+      values = [m[n] for m in langs.values() if n in m]
+      averages.append(f"{np.mean(values):.1f}" if values else "")
+    lines.append(f"| {family} | **avg** | " + " | ".join(averages)
+                 + (" | " if chance else "") + " |")
   return "\n".join(lines)
 
 
@@ -149,50 +180,112 @@ def plot_languages(groups: Mapping[str, Mapping[str, float]], path: pathlib.Path
 
 
 def write_results(output_dir: str, task_metrics: Mapping[str, Mapping[str, float]],
-                  title: str, chance: Optional[Mapping[str, float]] = None
+                  title: str, chance: Optional[Mapping[str, float]] = None,
+                  selection: Optional[Mapping[str, Any]] = None
                   ) -> dict[str, Any]:
   """Writes results.json, results.md and results.png (each atomically)."""
   out = pathlib.Path(output_dir)
   out.mkdir(parents=True, exist_ok=True)
-  languages = collections.OrderedDict(
-      (task_language(t), dict(m)) for t, m in sorted(task_metrics.items()))
+  families = by_family(task_metrics)
   record = {"title": title, "tasks": dict(task_metrics),
-            "languages": languages}
+            "families": families}
+  if selection is not None:
+    record["selection"] = dict(selection)
   io_utils.atomic_write_json(out / "results.json", record, indent=1)
   io_utils.atomic_write_text(
       out / "results.md", f"# {title}\n\n{language_table(task_metrics, chance)}\n")
   if task_metrics:
     metric = main_metric(next(iter(task_metrics.values())))
-    plot_languages({title: {l: m[metric] for l, m in languages.items()
-                            if metric in m}},
+    plot_languages({family: {l: m[metric] for l, m in langs.items()
+                             if metric in m}
+                    for family, langs in families.items()},
                    out / "results.png", title, metric, chance)
   return record
+
+
+def evaluate_checkpoints(model, checkpoint_dir: str, task_name: str,
+                         split: str = "validation",
+                         task_feature_lengths: Optional[Mapping[str, int]] = None,
+                         batch_size: int = 32
+                         ) -> dict[int, dict[str, float]]:
+  """{step: metrics of `task_name`} for every checkpoint under a MODEL_DIR."""
+  from rembert_t5x import train  # pylint: disable=g-import-not-at-top
+  out = {}
+  for step, step_dir in train.checkpoint_dirs(checkpoint_dir):
+    params = train.load_params(str(step_dir))
+    metrics = evaluate_params(model, params, task_name, split,
+                              task_feature_lengths, batch_size)
+    if task_name not in metrics:
+      raise cli.UserError(f"selection task {task_name!r} is not a task (or "
+                          f"has no {split!r} split)")
+    out[step] = metrics[task_name]
+  return out
+
+
+def select_checkpoint(model, checkpoint_dir: str, task_name: str,
+                      split: str = "validation",
+                      task_feature_lengths: Optional[Mapping[str, int]] = None,
+                      batch_size: int = 32) -> tuple[pathlib.Path, dict]:
+  """The checkpoint under `checkpoint_dir` that scores best on `task_name`.
+
+  Every complete checkpoint is evaluated on the selection task (the English
+  dev set); the best `protocol.task_score` wins, ties to the earlier step.
+
+  Returns:
+    (the step directory, {"task", "split", "step", "scores": {step: score}}).
+  """
+  from rembert_t5x import train  # pylint: disable=g-import-not-at-top
+  by_step = evaluate_checkpoints(model, checkpoint_dir, task_name, split,
+                                 task_feature_lengths, batch_size)
+  scores = {step: protocol.task_score(m) for step, m in by_step.items()}
+  step = protocol.best_step(scores)
+  step_dir = dict(train.checkpoint_dirs(checkpoint_dir))[step]
+  return step_dir, {"task": task_name, "split": split, "step": step,
+                    "scores": {str(s): v for s, v in sorted(scores.items())}}
 
 
 @gin.configurable(denylist=["checkpoint_dir", "output_dir"])
 def evaluate(checkpoint_dir: str, output_dir: str, *, model=gin.REQUIRED,
              mixture_or_task_name: str = gin.REQUIRED,
+             mixture_or_task_module: Optional[str] = None,
              split: str = "validation",
              task_feature_lengths: Optional[Mapping[str, int]] = None,
-             batch_size: int = 32) -> dict[str, Any]:
-  """Evaluates the latest checkpoint in `checkpoint_dir`; writes results."""
+             batch_size: int = 32,
+             selection_task: Optional[str] = None,
+             selection_split: str = "validation") -> dict[str, Any]:
+  """Evaluates a checkpoint of `checkpoint_dir` on a mixture; writes results.
+
+  The latest checkpoint, or with `selection_task` the best one on it (see
+  `select_checkpoint`).
+  """
   from rembert_t5x import train  # pylint: disable=g-import-not-at-top
+  train.import_task_module(mixture_or_task_module)
   train.get_task_or_mixture(mixture_or_task_name)
   # The checkpoint's own vocabulary (its MODEL_DIR's sentencepiece.model)
-  # unless $REMBERT_SPM_PATH is set.
+  # unless $REMBERT_SPM_PATH is set; before any task is tokenised.
   vocab_lib.use_checkpoint_vocabulary(checkpoint_dir)
-  params = train.load_params(checkpoint_dir)
+  selection = None
+  checkpoint = checkpoint_dir
+  if selection_task:
+    train.get_task_or_mixture(selection_task)
+    step_dir, selection = select_checkpoint(
+        model, checkpoint_dir, selection_task, selection_split,
+        task_feature_lengths, batch_size)
+    checkpoint = str(step_dir)
+  params = train.load_params(checkpoint)
   metrics = evaluate_params(model, params, mixture_or_task_name, split,
                             task_feature_lengths, batch_size)
   return write_results(output_dir, metrics,
-                       f"{mixture_or_task_name} ({split})")
+                       f"{mixture_or_task_name} ({split})",
+                       selection=selection)
 
 
 def main(args: cli.GinArgs) -> None:
+  macros = ("CHECKPOINT_PATH", "EVAL_OUTPUT_DIR")
   configs.parse_gin(args.gin_files, args.bindings,
-                    search_paths=args.search_paths)
+                    search_paths=args.search_paths, read_macros=macros)
   values = {}
-  for macro in ("CHECKPOINT_DIR", "EVAL_OUTPUT_DIR"):
+  for macro in macros:
     try:
       value = gin.query_parameter(f"{macro}/macro.value")
     except ValueError as e:
@@ -200,7 +293,7 @@ def main(args: cli.GinArgs) -> None:
     if not isinstance(value, str):
       raise cli.UserError(f"{macro} is not set (e.g. --gin.{macro}=\"'/tmp/x'\")")
     values[macro] = value
-  record = evaluate(values["CHECKPOINT_DIR"], values["EVAL_OUTPUT_DIR"])
+  record = evaluate(values["CHECKPOINT_PATH"], values["EVAL_OUTPUT_DIR"])
   print(json.dumps(record["tasks"]))
 
 

@@ -300,6 +300,14 @@ class QAFeatureConverter(_RemBertFeatureConverter):
 
   Task features: input_tokens, token_types, start_positions, end_positions
   (int32 scalars; 0 = [CLS] when the answer is outside the window).
+
+  The task cuts contexts into windows of its own `max_seq_length`; a shorter
+  `input_tokens` feature length would cut windows again, losing context and
+  moving answers out of the row while their positions stay, so a window
+  longer than the feature length is an error (raised when the dataset is
+  read; the window length is only known per example). Tasks given the
+  lengths refuse them earlier (`qa.qa_windows_preprocessor`, before seqio's
+  own trimming); this catches datasets built without lengths.
   """
 
   TOKEN_FEATURES = dict(_BASE_TOKEN_FEATURES)
@@ -307,3 +315,35 @@ class QAFeatureConverter(_RemBertFeatureConverter):
       "start_positions": _Spec(dtype=tf.int32, rank=0),
       "end_positions": _Spec(dtype=tf.int32, rank=0),
   }
+
+  def __call__(self, ds: tf.data.Dataset,
+               task_feature_lengths: Mapping[str, int]) -> tf.data.Dataset:
+    length = self._complete_lengths(task_feature_lengths)["input_tokens"]
+
+    def check_window_fits(example):
+      window = tf.size(example["input_tokens"])
+      # No quotes in the message: TF escapes them when it reports it.
+      fits = tf.debugging.Assert(window <= length, [
+          f"QAFeatureConverter: the input_tokens length {length} "
+          "(TASK_FEATURE_LENGTHS) is shorter than a QA window of", window,
+          "tokens; cutting it would lose context and answer positions. Set "
+          "the input_tokens length to at least the max_seq_length of the "
+          "task (384 for the XTREME QA tasks)."])
+      with tf.control_dependencies([fits]):
+        return {**example,
+                "input_tokens": tf.identity(example["input_tokens"])}
+
+    return super().__call__(
+        ds.map(check_window_fits, num_parallel_calls=tf.data.AUTOTUNE),
+        task_feature_lengths)
+
+
+class RetrievalFeatureConverter(_RemBertFeatureConverter):
+  """Sentence embedding (Tatoeba, BUCC): one sentence per row, no labels.
+
+  Task features: input_tokens, token_types. The task's `targets` (the
+  sentence's [side, index] key) stays with the example for the metric and is
+  not a model feature.
+  """
+
+  TOKEN_FEATURES = dict(_BASE_TOKEN_FEATURES)

@@ -27,6 +27,26 @@ with_sharding_constraint = nn_partitioning.with_sharding_constraint
 # BERT's initialiser: truncated normal with standard deviation 0.02.
 default_kernel_init = nn.initializers.truncated_normal(stddev=0.02)
 
+# `MultiHeadSelfAttention.implementation` values (see `RemBertConfig`).
+ATTENTION_IMPLEMENTATIONS = ("auto", "einsum", "xla", "cudnn")
+
+
+def zero_rows_from(init: Initializer, start: int, axis: int) -> Initializer:
+  """`init`, with the entries at index >= `start` along `axis` set to zero.
+
+  Padded vocabulary rows start at zero so that padding changes no value and a
+  checkpoint without the padding restores bit for bit.
+  """
+
+  def wrapped(key, shape, dtype=jnp.float32):
+    values = init(key, shape, dtype)
+    if shape[axis] <= start:
+      return values
+    keep = jax.lax.broadcasted_iota(jnp.int32, shape, axis) < start
+    return jnp.where(keep, values, jnp.zeros((), dtype))
+
+  return wrapped
+
 
 def gelu(x: Array) -> Array:
   """Exact GELU, x * Phi(x), as BERT and HF's "gelu" (not the tanh form).
@@ -74,7 +94,7 @@ class DenseGeneral(nn.Module):
   """A dense layer over the last `len(in_axes)` input dims, with a bias.
 
   Attributes:
-    features: output feature shape, e.g. `768` or `(num_heads, head_dim)`.
+    features: output feature shape, e.g. `768`.
     kernel_axes: logical names of the kernel dims, inputs first then outputs.
     num_contract: how many trailing input dims are contracted.
     dtype: computation dtype.
@@ -205,32 +225,74 @@ def make_attention_mask(segment_ids: Array) -> Array:
   return (same & not_pad)[:, None, :, :]
 
 
+def _attention_backend(implementation: str, dtype, dropout_active: bool) -> str:
+  """Which code computes attention: "einsum", "xla" or "cudnn"."""
+  if dropout_active:
+    return "einsum"  # jax.nn.dot_product_attention has no dropout.
+  if implementation == "auto":
+    # cuDNN's fused attention runs only on NVIDIA GPUs and only in half
+    # precision; elsewhere our einsum form is as fast as XLA's (README).
+    half = jnp.dtype(dtype) in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
+    return "cudnn" if half and jax.default_backend() == "gpu" else "einsum"
+  return implementation
+
+
 class MultiHeadSelfAttention(nn.Module):
-  """Bidirectional multi-head self-attention with q/k/v/out biases."""
+  """Bidirectional multi-head self-attention with q/k/v/out biases.
+
+  The q/k/v/out kernels keep heads and head_dim joined in one `joined_kv`
+  axis ([H, heads * head_dim] and [heads * head_dim, H], heads major, the
+  layout of Hugging Face's `[out, in]` weights transposed): T5X's partitioner
+  splits that axis over the model mesh axis, and heads * head_dim divides
+  model-parallel sizes that the head count (18 for RemBERT) does not.
+
+  Attributes:
+    num_heads: attention heads.
+    head_dim: width of one head.
+    dropout_rate: attention-probability dropout.
+    implementation: see `RemBertConfig.attention_implementation`.
+    dtype: computation dtype.
+    param_dtype: parameter dtype.
+  """
 
   num_heads: int
   head_dim: int
   dropout_rate: float = 0.0
+  implementation: str = "auto"
   dtype: DType = jnp.float32
   param_dtype: DType = jnp.float32
 
   @nn.compact
   def __call__(self, x: Array, mask: Array, enable_dropout: bool) -> Array:
+    joined = self.num_heads * self.head_dim
     dense = lambda name: DenseGeneral(  # pylint: disable=g-long-lambda
-        (self.num_heads, self.head_dim),
-        kernel_axes=(axes.EMBED, axes.HEADS, axes.KV),
+        joined, kernel_axes=(axes.EMBED, axes.JOINED_KV),
         dtype=self.dtype, param_dtype=self.param_dtype, name=name)
+    split = (x.shape[0], x.shape[1], self.num_heads, self.head_dim)
     # [batch, length, emb_dim] -> [batch, length, num_heads, head_dim]
-    query = dense("query")(x)
-    key = dense("key")(x)
-    value = dense("value")(x)
-    query = with_sharding_constraint(
-        query, (axes.BATCH, axes.LENGTH, axes.HEADS, axes.KV))
-    key = with_sharding_constraint(
-        key, (axes.BATCH, axes.LENGTH, axes.HEADS, axes.KV))
-    value = with_sharding_constraint(
-        value, (axes.BATCH, axes.LENGTH, axes.HEADS, axes.KV))
+    query, key, value = (
+        with_sharding_constraint(
+            dense(name)(x).reshape(split),
+            (axes.BATCH, axes.LENGTH, axes.HEADS, axes.KV))
+        for name in ("query", "key", "value"))
 
+    dropout_active = enable_dropout and self.dropout_rate > 0.0
+    backend = _attention_backend(self.implementation, self.dtype,
+                                 dropout_active)
+    if backend == "einsum":
+      context = self._einsum_attention(query, key, value, mask,
+                                       enable_dropout)
+    else:
+      # mask [batch, 1, q_len, k_len] broadcasts over heads.
+      context = jax.nn.dot_product_attention(
+          query, key, value, mask=mask, implementation=backend)
+    # [batch, length, num_heads, head_dim] -> [batch, length, emb_dim]
+    return DenseGeneral(
+        x.shape[-1], kernel_axes=(axes.JOINED_KV, axes.EMBED),
+        dtype=self.dtype, param_dtype=self.param_dtype, name="out")(
+            context.reshape(split[:2] + (joined,)))
+
+  def _einsum_attention(self, query, key, value, mask, enable_dropout):
     # [batch, q_len, heads, head_dim] x [batch, k_len, heads, head_dim]
     #   -> [batch, heads, q_len, k_len]
     logits = jnp.einsum("bqhd,bkhd->bhqk", query, key)
@@ -242,17 +304,9 @@ class MultiHeadSelfAttention(nn.Module):
     probs = nn.Dropout(self.dropout_rate, name="attention_dropout")(
         probs, deterministic=not enable_dropout)
     probs = jnp.asarray(probs, self.dtype)
-
     # [batch, heads, q_len, k_len] x [batch, k_len, heads, head_dim]
     #   -> [batch, q_len, heads, head_dim]
-    context = jnp.einsum("bhqk,bkhd->bqhd", probs, value)
-    # [batch, length, num_heads, head_dim] -> [batch, length, emb_dim]
-    out = DenseGeneral(
-        x.shape[-1],
-        kernel_axes=(axes.HEADS, axes.KV, axes.EMBED),
-        num_contract=2,
-        dtype=self.dtype, param_dtype=self.param_dtype, name="out")(context)
-    return out
+    return jnp.einsum("bhqk,bkhd->bqhd", probs, value)
 
 
 class MlpBlock(nn.Module):

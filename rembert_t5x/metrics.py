@@ -4,7 +4,8 @@ Each metric reproduces an official definition to the last digit, written here
 in our own code:
 
 - accuracy (XNLI, PAWS-X, UD-POS tokens);
-- entity-level F1 of `seqeval` in its default (conlleval-like, IOB2) mode;
+- entity-level F1 of `seqeval` in its default (conlleval-like, IOB2) mode,
+  also applied to plain UD-POS tags as XTREME does (`pos_metric`);
 - SQuAD v1.1 exact match / F1 (`evaluate-v1.1.py`), used for XQuAD and
   TyDiQA-GoldP;
 - MLQA exact match / F1 (`mlqa_evaluation_v1.py`), whose normalisation depends
@@ -423,6 +424,35 @@ def entity_f1_metric(targets: Sequence[Sequence[str]],
                      ) -> Dict[str, float]:
   """seqio metric: {"f1": percent} entity-level F1 over label sequences."""
   return {"f1": 100.0 * entity_f1(targets, predictions)}
+
+
+def pos_metric(targets: Sequence[Sequence[str]],
+               predictions: Sequence[Sequence[Optional[str]]]
+               ) -> Dict[str, float]:
+  """seqio metric for UD-POS: {"f1": percent, "accuracy": percent}.
+
+  "f1" is the number XTREME reports: its `evaluate.py` (and `run_tag.py` on
+  dev) hands the plain UPOS tag sequences to `seqeval.metrics.f1_score`.
+  seqeval reads a tag's first letter as a chunk prefix and the rest as the
+  type ("NOUN" -> prefix "N", type "OUN"), so this is not a per-word score:
+  a run of equal tags is one chunk ("NOUN NOUN" must be predicted whole),
+  tags starting with S (SCONJ, SYM) close a chunk after every word, CCONJ
+  and SCONJ share the type "CONJ", and X gets type "_". `entity_f1`
+  reproduces seqeval 1.2.2's default mode, so the number is seqeval's.
+  (seqeval < 1.0, current when XTREME was released, took the whole tag as
+  the type, which differs only in keeping CCONJ and SCONJ apart.)
+
+  "accuracy" is the share of words tagged right.
+
+  A None prediction (a word cut by truncation) scores as "O": no chunk, and
+  a wrong word.
+  """
+  predictions = [["O" if p is None else p for p in sentence]
+                 for sentence in predictions]
+  flat_targets = [t for sentence in targets for t in sentence]
+  flat_predictions = [p for sentence in predictions for p in sentence]
+  return {"f1": 100.0 * entity_f1(targets, predictions),
+          "accuracy": 100.0 * accuracy(flat_targets, flat_predictions)}
 
 
 def _as_str(value: Any) -> str:

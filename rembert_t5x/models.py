@@ -7,8 +7,9 @@ t5x, so the same objects serve `t5x.train` and our local runner. T5X checks no
 subclass relation: it only calls these methods (SPEC §5).
 
 Model features are those of `docs/DESIGN.md`. Losses are means over the loss
-weights (BERT's normalisation); metrics are `clu.metrics` objects, as T5X
-expects.
+weights (BERT's normalisation), taken over the whole batch even when a
+trainer splits it into microbatches (`FULL_BATCH_LOSS_WEIGHT`); metrics are
+`clu.metrics` objects, as T5X expects.
 
 Predictions (what `predict_batch` returns; SeqIO decodes them with the
 task's `targets` vocabulary, a pass-through one for ids):
@@ -19,6 +20,8 @@ task's `targets` vocabulary, a pass-through one for ids):
     logits per window; `rembert_t5x.qa` post-processing does the n-best
     search over windows and maps spans back to the context. The aux output
     carries the best in-window span and its score.
+  * retrieval: `[batch, emb_dim]` float32 sentence embeddings (a pooled
+    intermediate layer); no loss.
 """
 
 from typing import Any, Callable, Mapping, Optional
@@ -29,7 +32,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rembert_t5x import cli
 from rembert_t5x import feature_converters
+from rembert_t5x import layer_stacking
 from rembert_t5x import network
 
 Array = jax.Array
@@ -39,11 +44,67 @@ MetricsMap = dict[str, clu_metrics.Metric]
 # Inputs every network call takes from the batch.
 _INPUT_KEYS = ("input_tokens", "token_types", "segment_ids", "positions")
 
+# Microbatching (T5X's `Trainer.num_microbatches`, our `grad_accum_steps`)
+# computes the gradient of each microbatch and *sums* them
+# (t5x/trainer.py `accumulate_grads_microbatched`). A loss that is a mean
+# over its own microbatch then gives k times the gradient, and for tagging
+# (loss weights that differ between microbatches) not even a multiple of
+# it. So a trainer first writes the total loss weight of the whole batch
+# into every row of this feature (`with_full_batch_loss_weight`), and
+# `loss_fn` divides each row's weighted loss by it: the microbatch losses
+# then add up to the full batch's mean, and so do their gradients. Without
+# the feature (evaluation, a plain call) the batch normalises itself.
+FULL_BATCH_LOSS_WEIGHT = "full_batch_loss_weight"
+
 
 def _weighted_mean_metric(values: Array, weights: Array) -> clu_metrics.Average:
   return clu_metrics.Average(
       total=jnp.sum(values * weights).astype(jnp.float32),
       count=jnp.sum(weights).astype(jnp.float32))
+
+
+def _normalized_loss(row_losses: Array, row_weights: Array,
+                     batch: Batch) -> Array:
+  """Sum of `row_losses` over the total loss weight of the full batch.
+
+  Args:
+    row_losses: `[batch]` weighted loss summed over each row.
+    row_weights: `[batch]` loss weight of each row (used without the
+      `FULL_BATCH_LOSS_WEIGHT` feature).
+    batch: the (micro)batch.
+
+  Returns:
+    A scalar: this batch's share of the full batch's mean loss.
+  """
+  if FULL_BATCH_LOSS_WEIGHT in batch:
+    total = batch[FULL_BATCH_LOSS_WEIGHT].astype(jnp.float32)  # [batch]
+  else:
+    total = jnp.sum(row_weights)
+  return jnp.sum(row_losses / jnp.maximum(total, 1e-8))
+
+
+def _loss_metric(row_losses: Array, row_weights: Array) -> clu_metrics.Average:
+  """The mean loss as a metric: exact when microbatch metrics are merged."""
+  return clu_metrics.Average(total=jnp.sum(row_losses).astype(jnp.float32),
+                             count=jnp.sum(row_weights).astype(jnp.float32))
+
+
+def with_full_batch_loss_weight(model: "RemBertBaseModel",
+                                batch: Batch) -> dict[str, Array]:
+  """`batch` plus `FULL_BATCH_LOSS_WEIGHT`; call it before splitting a batch.
+
+  Args:
+    model: the model whose `row_loss_weights` define the normaliser.
+    batch: the whole batch of one optimizer step.
+
+  Returns:
+    A dict with every feature of `batch` and `[batch]` float32
+    `FULL_BATCH_LOSS_WEIGHT`, the same total on every row.
+  """
+  row_weights = model.row_loss_weights(batch).astype(jnp.float32)  # [batch]
+  total = jnp.sum(row_weights)
+  return {**batch, FULL_BATCH_LOSS_WEIGHT: jnp.broadcast_to(
+      total, row_weights.shape)}
 
 
 def _cross_entropy(logits: Array, labels: Array) -> Array:
@@ -118,6 +179,12 @@ class RemBertBaseModel:
         {"params": rng, "dropout": jax.random.fold_in(rng, 1)}, **inputs,
         enable_dropout=False)
 
+  def row_loss_weights(self, batch: Batch) -> Array:
+    """`[batch]` loss weight of each row: what the mean loss divides by."""
+    raise NotImplementedError(
+        f"{type(self).__name__} defines no row_loss_weights, so its loss "
+        "cannot be normalised over a microbatched batch")
+
   def eval_fn(self, params, batch: Batch):
     return self.loss_fn(params, batch, dropout_rng=None)
 
@@ -144,16 +211,26 @@ class RemBertMLMModel(RemBertBaseModel):
     super().__init__(module, optimizer_def, input_vocabulary, output_vocabulary)
     self.max_predictions_per_seq = max_predictions_per_seq
 
+  def _picked_weights(self, batch):
+    """The loss weights the head scores and their positions (or None: all)."""
+    weights = batch["weights"].astype(jnp.float32)
+    if self.max_predictions_per_seq is None:
+      return weights, None
+    # Pick the weighted positions first (top_k keeps them in a fixed-size,
+    # static-shaped set), then run the head only there.
+    k = min(self.max_predictions_per_seq, weights.shape[-1])
+    return jax.lax.top_k(weights, k)
+
+  def row_loss_weights(self, batch: Batch) -> Array:
+    return jnp.sum(self._picked_weights(batch)[0], axis=-1)
+
   def _logits_targets_weights(self, params, batch, dropout_rng):
     targets = batch["targets"]
     weights = batch["weights"].astype(jnp.float32)
-    if self.max_predictions_per_seq is None:
+    picked_weights, positions = self._picked_weights(batch)
+    if positions is None:
       logits = self._apply(params, batch, dropout_rng)
       return logits, targets, weights, jnp.zeros((), jnp.float32)
-    # Pick the weighted positions first (top_k keeps them in a fixed-size,
-    # static-shaped set), then run the head only there.
-    k = min(self.max_predictions_per_seq, targets.shape[-1])
-    picked_weights, positions = jax.lax.top_k(weights, k)
     logits = self._apply(params, batch, dropout_rng, masked_positions=positions)
     picked_targets = jnp.take_along_axis(targets, positions, axis=-1)
     dropped = jnp.sum(weights) - jnp.sum(picked_weights)
@@ -163,15 +240,16 @@ class RemBertMLMModel(RemBertBaseModel):
     logits, targets, weights, dropped = self._logits_targets_weights(
         params, batch, dropout_rng)
     ce = _cross_entropy(logits, targets)
-    weight_sum = jnp.maximum(jnp.sum(weights), 1e-8)
-    loss = jnp.sum(ce * weights) / weight_sum
+    row_losses = jnp.sum(ce * weights, axis=-1)  # [batch]
+    row_weights = jnp.sum(weights, axis=-1)  # [batch]
+    loss = _normalized_loss(row_losses, row_weights, batch)
     # Correct where the target logit is the largest: the same as argmax ==
     # target up to exact ties, and it reuses the max and target logit the
     # loss already computed instead of another pass over [.., vocab].
     correct = (_target_logit(logits, targets)
                >= jnp.max(logits.astype(jnp.float32), -1)).astype(jnp.float32)
     metrics = {
-        "loss": clu_metrics.Average(total=loss, count=jnp.float32(1.0)),
+        "loss": _loss_metric(row_losses, row_weights),
         "mlm/loss_per_prediction": _weighted_mean_metric(ce, weights),
         "mlm/accuracy": _weighted_mean_metric(correct, weights),
         "mlm/num_predictions": clu_metrics.Average(
@@ -208,14 +286,18 @@ class RemBertPairClassificationModel(RemBertBaseModel):
   def loss_fn(self, params, batch: Batch, dropout_rng=None):
     logits = self._apply(params, batch, dropout_rng)  # [batch, classes]
     labels = batch["label"].reshape(-1)
-    ce = _cross_entropy(logits, labels)
-    ones = jnp.ones_like(ce)
+    ce = _cross_entropy(logits, labels)  # [batch]
+    ones = self.row_loss_weights(batch)
     correct = (jnp.argmax(logits, -1) == labels).astype(jnp.float32)
-    loss = jnp.mean(ce)
+    loss = _normalized_loss(ce, ones, batch)
     return loss, {
-        "loss": clu_metrics.Average(total=loss, count=jnp.float32(1.0)),
+        "loss": _loss_metric(ce, ones),
         "accuracy": _weighted_mean_metric(correct, ones),
     }
+
+  def row_loss_weights(self, batch: Batch) -> Array:
+    """Every example weighs 1: the loss is the mean over examples."""
+    return jnp.ones(batch["label"].shape[:1], jnp.float32)
 
   def predict_batch_with_aux(self, params, batch: Batch, rng=None):
     logits = self._apply(params, batch)
@@ -237,12 +319,18 @@ class RemBertTaggingModel(RemBertBaseModel):
     logits = self._apply(params, batch, dropout_rng)  # [batch, length, tags]
     weights = batch["weights"].astype(jnp.float32)
     ce = _cross_entropy(logits, batch["targets"])
-    loss = jnp.sum(ce * weights) / jnp.maximum(jnp.sum(weights), 1e-8)
+    row_losses = jnp.sum(ce * weights, axis=-1)  # [batch]
+    row_weights = self.row_loss_weights(batch)
+    loss = _normalized_loss(row_losses, row_weights, batch)
     correct = (jnp.argmax(logits, -1) == batch["targets"]).astype(jnp.float32)
     return loss, {
-        "loss": clu_metrics.Average(total=loss, count=jnp.float32(1.0)),
+        "loss": _loss_metric(row_losses, row_weights),
         "token_accuracy": _weighted_mean_metric(correct, weights),
     }
+
+  def row_loss_weights(self, batch: Batch) -> Array:
+    """Labelled sub-tokens per row (the first sub-token of each word)."""
+    return jnp.sum(batch["weights"].astype(jnp.float32), axis=-1)
 
   def predict_batch_with_aux(self, params, batch: Batch, rng=None):
     logits = self._apply(params, batch)
@@ -253,6 +341,49 @@ class RemBertTaggingModel(RemBertBaseModel):
     ll = -_cross_entropy(logits, batch["targets"])
     scores = jnp.sum(ll * batch["weights"], axis=-1)
     return (scores, {"logits": logits}) if return_intermediates else scores
+
+
+class RemBertRetrievalModel(RemBertBaseModel):
+  """Sentence embeddings for retrieval (XTREME BUCC, Tatoeba).
+
+  XTREME scores retrieval with the encoder as it is, without training on the
+  task: the network (`network.RemBertForRetrieval`) pools the hidden states
+  of one layer, and the task's metric compares the embeddings by cosine
+  similarity. `predict_batch` returns the `[batch, emb_dim]` float32
+  embeddings; SeqIO passes them through the task's pass-through `targets`
+  vocabulary unchanged to the retrieval metrics. There is no loss.
+  """
+
+  FEATURE_CONVERTER_CLS = feature_converters.RetrievalFeatureConverter
+
+  def __init__(self, module: network.RemBertForRetrieval, optimizer_def=None,
+               input_vocabulary=None, output_vocabulary=None):
+    super().__init__(module, optimizer_def, input_vocabulary, output_vocabulary)
+    try:  # a gin typo in the layer or pooling is reported before any work
+      module.pooled_layer()
+    except ValueError as e:
+      raise cli.UserError(str(e)) from e
+
+  def loss_fn(self, params, batch: Batch, dropout_rng=None):
+    # A user error (one line from the local runner), not a missing feature.
+    raise cli.UserError(
+        "RemBertRetrievalModel has no training loss: XTREME's retrieval tasks "
+        "(BUCC, Tatoeba) embed sentences with the encoder as it is. Evaluate "
+        "it with `t5x.eval` (gin_configs/runs/eval_tatoeba.gin, "
+        "eval_bucc.gin) or `python -m rembert_t5x.eval`; train with another "
+        "model class.")
+
+  def row_loss_weights(self, batch: Batch) -> Array:
+    # Trainers ask for it before the loss: the same user error.
+    return self.loss_fn(None, batch)
+
+  def predict_batch_with_aux(self, params, batch: Batch, rng=None):
+    return self._apply(params, batch), {}
+
+  def score_batch(self, params, batch: Batch, return_intermediates=False):
+    """No likelihood to score: returns the `[batch, emb_dim]` embeddings."""
+    embeddings = self._apply(params, batch)
+    return (embeddings, {}) if return_intermediates else embeddings
 
 
 def best_spans(start_logits: Array, end_logits: Array, context_mask: Array,
@@ -301,15 +432,20 @@ class RemBertQAModel(RemBertBaseModel):
     start_logits, end_logits = self._apply(params, batch, dropout_rng)
     start = batch["start_positions"].reshape(-1)
     end = batch["end_positions"].reshape(-1)
-    loss = 0.5 * jnp.mean(_cross_entropy(start_logits, start)
-                          + _cross_entropy(end_logits, end))
-    ones = jnp.ones_like(start, jnp.float32)
+    row_losses = 0.5 * (_cross_entropy(start_logits, start)
+                        + _cross_entropy(end_logits, end))  # [batch]
+    ones = self.row_loss_weights(batch)
+    loss = _normalized_loss(row_losses, ones, batch)
     both = ((jnp.argmax(start_logits, -1) == start)
             & (jnp.argmax(end_logits, -1) == end)).astype(jnp.float32)
     return loss, {
-        "loss": clu_metrics.Average(total=loss, count=jnp.float32(1.0)),
+        "loss": _loss_metric(row_losses, ones),
         "span_accuracy": _weighted_mean_metric(both, ones),
     }
+
+  def row_loss_weights(self, batch: Batch) -> Array:
+    """Every window weighs 1: the loss is the mean over windows."""
+    return jnp.ones(batch["start_positions"].shape[:1], jnp.float32)
 
   def predict_batch_with_aux(self, params, batch: Batch, rng=None):
     start_logits, end_logits = self._apply(params, batch)
@@ -343,7 +479,11 @@ def finetuning_params_from_pretraining(
 
   Drops what the paper discards after pre-training — the MLM head (output
   embedding) and the layers at or above `num_layers` (pre-training only) —
-  and keeps the freshly initialised task head from `initial`.
+  and keeps the freshly initialised task head from `initial`. Either tree
+  may have scanned (stacked) layers (`RemBertConfig.scan_layers`): the
+  pre-trained layers are brought to `initial`'s layout
+  (`layer_stacking`), so a scanned pre-training run can initialise an
+  unscanned fine-tuning run and vice versa.
 
   Args:
     pretrained: params of a `RemBertForMaskedLM`.
@@ -360,8 +500,13 @@ def finetuning_params_from_pretraining(
   if "encoder" not in pretrained:
     raise ValueError("pre-trained parameters have no 'encoder' subtree; "
                      f"top-level keys are {sorted(pretrained)}")
+  # Work on per-layer names, where "drop layers >= num_layers" is by name.
+  pretrained = layer_stacking.unstack_layers(pretrained)
   encoder = {k: v for k, v in pretrained["encoder"].items()
              if not (k.startswith("layers_") and int(k[7:]) >= num_layers)}
+  if layer_stacking.is_scanned(initial):
+    encoder = layer_stacking.stack_layers({"encoder": encoder},
+                                          num_layers)["encoder"]
   flat_new = _flatten(encoder)
   flat_init = _flatten(initial["encoder"])
   if set(flat_new) != set(flat_init):
@@ -402,7 +547,8 @@ FINETUNE_ASSIGNMENT_MAP = ((r"state/.*", None),)
 
 def make_module(kind: str, config: network.RemBertConfig,
                 num_classes: Optional[int] = None) -> nn.Module:
-  """The network for an objective: 'mlm', 'pair', 'tagging' or 'qa'."""
+  """The network for an objective: 'mlm', 'pair', 'tagging', 'qa' or
+  'retrieval' (XTREME's pooled layer, `network.xtreme_retrieval_layer`)."""
   if kind == "mlm":
     return network.RemBertForMaskedLM(config)
   if kind == "pair":
@@ -411,6 +557,9 @@ def make_module(kind: str, config: network.RemBertConfig,
     return network.RemBertForTokenClassification(config, num_classes)
   if kind == "qa":
     return network.RemBertForQuestionAnswering(config)
-  raise ValueError(f"unknown objective {kind!r}: expected mlm, pair, tagging or qa")
+  if kind == "retrieval":
+    return network.RemBertForRetrieval(config)
+  raise ValueError(f"unknown objective {kind!r}: expected mlm, pair, tagging, "
+                   "qa or retrieval")
 
 

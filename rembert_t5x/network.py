@@ -20,6 +20,7 @@ import dataclasses
 from typing import Any, Optional
 
 import flax.linen as nn
+from flax.linen import partitioning as nn_partitioning
 import jax
 import jax.numpy as jnp
 
@@ -27,6 +28,21 @@ from rembert_t5x import layers
 from rembert_t5x import partitioning as axes
 
 Array = jax.Array
+
+# Rematerialisation policies by name (RemBertConfig.remat_policy) -> what
+# `jax.checkpoint` may save for the backward pass. "none" means no remat (every
+# intermediate is kept); "full" saves only each layer's input and recomputes
+# the layer in the backward pass; the "dots" policies keep matmul outputs and
+# recompute the element-wise work. `dots_with_no_batch_dims_saveable` keeps the
+# weight matmuls (q, k, v, out, MLP) but not the attention score and context
+# einsums, whose batch dims make them [batch, heads, length, length].
+REMAT_POLICIES = {
+    "none": None,
+    "full": jax.checkpoint_policies.nothing_saveable,
+    "dots_saveable": jax.checkpoint_policies.dots_saveable,
+    "dots_with_no_batch_dims_saveable":
+        jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +74,28 @@ class RemBertConfig:
       segment ids are given.
     dtype: computation dtype ("float32" or "bfloat16").
     param_dtype: parameter dtype.
+    vocab_pad_multiple: store the word embeddings and the MLM decoder with
+      their vocabulary rows padded up to a multiple of this (1: no padding),
+      so the vocabulary axis divides the model-parallel mesh axis (T5X never
+      replicates a dimension that does not divide). Padded rows are never
+      looked up, their logits are masked out of the softmax (never
+      predicted) and they get no gradient; `vocab_size` stays the real
+      vocabulary and checkpoint conversion strips/restores the padding.
+    attention_implementation: "einsum" (our einsum + float32 softmax),
+      "xla" or "cudnn" (`jax.nn.dot_product_attention` with that
+      implementation; "cudnn" is cuDNN's fused attention, GPU with bfloat16
+      or float16 only), or "auto": "cudnn" on GPU for bfloat16/float16
+      activations, "einsum" elsewhere. All give the same values up to
+      rounding; attention dropout, when active, always takes the einsum path
+      (jax's function has no dropout).
+    scan_layers: run the Transformer layers as one `nn.scan` over stacked
+      parameters (a leading "layers" axis) instead of a Python loop: XLA
+      compiles one layer instead of all of them. Same outputs and gradients;
+      the parameter tree differs (`layer_stacking` converts between the two).
+    remat_policy: activation rematerialisation of each Transformer layer, one
+      of `REMAT_POLICIES`: what the backward pass keeps from the forward pass
+      instead of recomputing it. Same outputs and gradients, less memory,
+      more FLOPs.
   """
 
   vocab_size: int = 250_300
@@ -78,6 +116,10 @@ class RemBertConfig:
   pad_id: int = 0
   dtype: Any = "float32"
   param_dtype: Any = "float32"
+  vocab_pad_multiple: int = 1
+  attention_implementation: str = "auto"
+  scan_layers: bool = False
+  remat_policy: str = "none"
 
   def __post_init__(self):
     for field in dataclasses.fields(self):
@@ -88,7 +130,8 @@ class RemBertConfig:
             f"macro, e.g. {field.name.upper()}, is still %gin.REQUIRED)")
     positive = ("vocab_size", "input_embed_dim", "emb_dim", "output_embed_dim",
                 "num_layers", "num_heads", "head_dim", "mlp_dim",
-                "max_position_embeddings", "type_vocab_size")
+                "max_position_embeddings", "type_vocab_size",
+                "vocab_pad_multiple")
     for name in positive:
       value = getattr(self, name)
       if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
@@ -112,6 +155,18 @@ class RemBertConfig:
       if not 0.0 <= getattr(self, name) < 1.0:
         raise ValueError(
             f"RemBertConfig.{name} must be in [0, 1), got {getattr(self, name)}")
+    if self.attention_implementation not in layers.ATTENTION_IMPLEMENTATIONS:
+      raise ValueError(
+          "RemBertConfig.attention_implementation must be one of "
+          f"{layers.ATTENTION_IMPLEMENTATIONS}, got "
+          f"{self.attention_implementation!r}")
+    if not isinstance(self.scan_layers, bool):
+      raise ValueError("RemBertConfig.scan_layers must be True or False, got "
+                       f"{self.scan_layers!r}")
+    if self.remat_policy not in REMAT_POLICIES:
+      raise ValueError(
+          f"RemBertConfig.remat_policy must be one of {sorted(REMAT_POLICIES)}, "
+          f"got {self.remat_policy!r}")
     for name in ("dtype", "param_dtype"):
       try:
         jnp.dtype(getattr(self, name))
@@ -131,12 +186,19 @@ class RemBertConfig:
   def num_pretraining_layers(self) -> int:
     return self.num_layers + self.num_pretraining_only_layers
 
+  @property
+  def padded_vocab_size(self) -> int:
+    """Rows of the vocabulary parameters: `vocab_size` rounded up."""
+    m = self.vocab_pad_multiple
+    return -(-self.vocab_size // m) * m
+
 
 def _dense(config: RemBertConfig, features, kernel_axes, name=None,
-           wide_output=False):
+           wide_output=False, kernel_init=layers.default_kernel_init):
   return layers.DenseGeneral(
       features, kernel_axes=kernel_axes, dtype=config.compute_dtype,
-      param_dtype=config.weight_dtype, name=name, wide_output=wide_output)
+      param_dtype=config.weight_dtype, name=name, wide_output=wide_output,
+      kernel_init=kernel_init)
 
 
 def _layer_norm(config: RemBertConfig, axis_name: str, name=None):
@@ -156,8 +218,13 @@ class Embeddings(nn.Module):
     embed = lambda n, axes_: layers.Embed(  # pylint: disable=g-long-lambda
         n, cfg.input_embed_dim, embedding_axes=axes_,
         dtype=cfg.compute_dtype, param_dtype=cfg.weight_dtype)
-    self.word_embeddings = embed(
-        cfg.vocab_size, (axes.VOCAB, axes.INPUT_EMBED))
+    # Padded vocabulary rows start (and, never used, stay) at zero.
+    self.word_embeddings = layers.Embed(
+        cfg.padded_vocab_size, cfg.input_embed_dim,
+        embedding_axes=(axes.VOCAB, axes.INPUT_EMBED),
+        dtype=cfg.compute_dtype, param_dtype=cfg.weight_dtype,
+        embedding_init=layers.zero_rows_from(
+            layers.default_kernel_init, cfg.vocab_size, axis=0))
     self.position_embeddings = embed(
         cfg.max_position_embeddings, (axes.POSITIONS, axes.INPUT_EMBED))
     self.token_type_embeddings = embed(
@@ -174,7 +241,7 @@ class Embeddings(nn.Module):
     return self.dropout(x, deterministic=not enable_dropout)
 
   def attend(self, x: Array) -> Array:
-    # [..., input_embed_dim] -> [..., vocab_size]
+    # [..., input_embed_dim] -> [..., padded_vocab_size]
     return self.word_embeddings.attend(x)
 
 
@@ -190,7 +257,8 @@ class EncoderLayer(nn.Module):
     # [batch, length, emb_dim] -> [batch, length, emb_dim]
     y = layers.MultiHeadSelfAttention(
         num_heads=cfg.num_heads, head_dim=cfg.head_dim,
-        dropout_rate=cfg.dropout_rate, dtype=cfg.compute_dtype,
+        dropout_rate=cfg.dropout_rate,
+        implementation=cfg.attention_implementation, dtype=cfg.compute_dtype,
         param_dtype=cfg.weight_dtype, name="attention")(x, mask, enable_dropout)
     y = dropout(y, deterministic=not enable_dropout)
     x = _layer_norm(cfg, axes.EMBED, "attention_layer_norm")(x + y)
@@ -199,8 +267,42 @@ class EncoderLayer(nn.Module):
                         param_dtype=cfg.weight_dtype, name="mlp")(x)
     y = dropout(y, deterministic=not enable_dropout)
     x = _layer_norm(cfg, axes.EMBED, "mlp_layer_norm")(x + y)
-    return layers.with_sharding_constraint(
+    x = layers.with_sharding_constraint(
         x, (axes.BATCH, axes.LENGTH, axes.EMBED))
+    # nn.scan's body maps (carry, inputs) -> (carry, outputs): the hidden
+    # state is the carry and there is no per-layer output.
+    return (x, None) if cfg.scan_layers else x
+
+
+def _layer_stack(config: RemBertConfig, num_layers: int, name: str):
+  """`num_layers` EncoderLayers, rematerialised and scanned as configured.
+
+  Unscanned: a list of layers (named `{name}_0`, `{name}_1`, ... by Flax).
+  Scanned: one module `name` whose parameters are the layers' parameters
+  stacked on a leading axis with the logical name "layers" (T5X's standard
+  rules replicate it), so T5X's partitioner still finds every axis name.
+  """
+  layer = EncoderLayer
+  policy = REMAT_POLICIES[config.remat_policy]
+  if config.remat_policy != "none":
+    # `enable_dropout` (argument 2, not counting `self`) is a Python bool that
+    # selects code paths: static. Inside a scan the loop already keeps XLA
+    # from merging the recomputation with the forward pass (prevent_cse is
+    # only needed without it, and costs performance there).
+    layer = nn_partitioning.remat(
+        layer, policy=policy, prevent_cse=not config.scan_layers,
+        static_argnums=(2,))
+  if not config.scan_layers:
+    return [layer(config) for _ in range(num_layers)]
+  stack = nn_partitioning.scan_with_axes(
+      layer,
+      variable_axes={"params": 0},
+      split_rngs={"params": True, "dropout": True},
+      # The mask and enable_dropout are the same for every layer.
+      in_axes=(nn.broadcast, nn.broadcast),
+      length=num_layers,
+      axis_name=axes.LAYERS)
+  return stack(config, name=name)
 
 
 class RemBertEncoder(nn.Module):
@@ -212,10 +314,14 @@ class RemBertEncoder(nn.Module):
     config: network sizes.
     include_pretraining_only_layers: also run the
       `num_pretraining_only_layers` layers on top (pre-training only).
+    stop_after_layer: if set (1-based), build and run only the first this
+      many layers and return their output (sentence retrieval reads an
+      intermediate layer; see `RemBertForRetrieval`).
   """
 
   config: RemBertConfig
   include_pretraining_only_layers: bool = False
+  stop_after_layer: Optional[int] = None
 
   def setup(self):
     cfg = self.config
@@ -225,10 +331,27 @@ class RemBertEncoder(nn.Module):
           cfg, cfg.emb_dim, (axes.INPUT_EMBED, axes.EMBED))
     else:
       self.embedding_projection = None
-    num_layers = (cfg.num_pretraining_layers
-                  if self.include_pretraining_only_layers else cfg.num_layers)
-    # A list attribute names its items layers_0, layers_1, ...
-    self.layers = [EncoderLayer(cfg) for _ in range(num_layers)]
+    # Unscanned, a list attribute names its items layers_0, layers_1, ...;
+    # the pre-training-only layers continue that numbering. Scanned, they are
+    # a stack of their own, so the kept `layers` stack has the same shape in
+    # pre-training and fine-tuning (a T5X restore by name works).
+    extra = (cfg.num_pretraining_only_layers
+             if self.include_pretraining_only_layers else 0)
+    if cfg.scan_layers:
+      if self.stop_after_layer is not None:
+        raise ValueError(
+            "RemBertEncoder.stop_after_layer (sentence embeddings from a "
+            "middle layer) needs SCAN_LAYERS = False: a scanned stack runs "
+            "all its layers (rembert_t5x.layer_stacking converts the "
+            "parameters)")
+      self.layers = _layer_stack(cfg, cfg.num_layers, "layers")
+      self.pretraining_only_layers = (
+          _layer_stack(cfg, extra, "pretraining_only_layers") if extra
+          else None)
+    else:
+      self.layers = _layer_stack(
+          cfg, self._truncated_depth(cfg.num_layers + extra), "layers")
+      self.pretraining_only_layers = None
 
   def __call__(
       self,
@@ -271,20 +394,44 @@ class RemBertEncoder(nn.Module):
       # [batch, length, input_embed_dim] -> [batch, length, emb_dim]
       x = self.embedding_projection(x)
     mask = layers.make_attention_mask(segment_ids)  # [batch, 1, len, len]
+    if self.config.scan_layers:
+      # [batch, length, emb_dim] -> [batch, length, emb_dim]
+      x, _ = self.layers(x, mask, enable_dropout)
+      if self.pretraining_only_layers is not None:
+        x, _ = self.pretraining_only_layers(x, mask, enable_dropout)
+      return x
     for layer in self.layers:
       x = layer(x, mask, enable_dropout)
     return x
 
   def attend(self, x: Array) -> Array:
-    """Tied decoder: `[..., input_embed_dim]` -> `[..., vocab_size]`."""
+    """Tied decoder: `[..., input_embed_dim]` -> `[..., padded_vocab_size]`."""
     return self.embeddings.attend(x)
+
+  # --- Intermediate layers (sentence retrieval) ---------------------------
+  # `stop_after_layer=k` (1-based) builds and runs only layers 1..k, so the
+  # encoder returns the hidden states after layer k. The parameter names of
+  # those layers are unchanged (`layers_0` .. `layers_{k-1}`), so a full
+  # checkpoint restores into it and its upper layers are simply not read.
+
+  def _truncated_depth(self, num_layers: int) -> int:
+    k = self.stop_after_layer
+    if k is None:
+      return num_layers
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= num_layers:
+      raise ValueError(
+          f"RemBertEncoder.stop_after_layer must be an integer in [1, "
+          f"{num_layers}] (the encoder has {num_layers} layers), got {k!r}")
+    return k
 
 
 class MlmHead(nn.Module):
   """The output embedding: dense H -> E_out, GELU, LayerNorm, decoder -> vocab.
 
   In coupled mode the decoder is the transposed word-embedding matrix (passed
-  in as `tied_decoder`) plus a bias of its own.
+  in as `tied_decoder`) plus a bias of its own. With a padded vocabulary the
+  logits of the padded rows are set to the most negative number: they drop
+  out of the softmax, are never the argmax and pass no gradient back.
   """
 
   config: RemBertConfig
@@ -299,14 +446,21 @@ class MlmHead(nn.Module):
     x = _layer_norm(cfg, axes.OUTPUT_EMBED, "layer_norm")(x)
     if cfg.tie_embeddings:
       bias = layers.param_with_axes(
-          "decoder_bias", nn.initializers.zeros, (cfg.vocab_size,),
+          "decoder_bias", nn.initializers.zeros, (cfg.padded_vocab_size,),
           cfg.weight_dtype, axes=(axes.VOCAB,))
-      # [..., output_embed_dim] -> [..., vocab_size]
+      # [..., output_embed_dim] -> [..., padded_vocab_size]
       logits = tied_decoder(x) + jnp.asarray(bias, cfg.compute_dtype)
     else:
-      # [..., output_embed_dim] -> [..., vocab_size]
-      logits = _dense(cfg, cfg.vocab_size, (axes.OUTPUT_EMBED, axes.VOCAB),
-                      "decoder", wide_output=True)(x)
+      # [..., output_embed_dim] -> [..., padded_vocab_size]
+      logits = _dense(cfg, cfg.padded_vocab_size,
+                      (axes.OUTPUT_EMBED, axes.VOCAB), "decoder",
+                      wide_output=True,
+                      kernel_init=layers.zero_rows_from(
+                          layers.default_kernel_init, cfg.vocab_size, axis=1)
+                      )(x)
+    if cfg.padded_vocab_size != cfg.vocab_size:
+      real = jnp.arange(cfg.padded_vocab_size) < cfg.vocab_size
+      logits = jnp.where(real, logits, jnp.finfo(logits.dtype).min)
     return logits
 
 
@@ -340,8 +494,9 @@ class RemBertForMaskedLM(nn.Module):
       enable_dropout: apply dropout.
 
     Returns:
-      `[batch, length, vocab_size]` logits, or `[batch, num_predictions,
-      vocab_size]` when `masked_positions` is given.
+      `[batch, length, padded_vocab_size]` logits, or `[batch,
+      num_predictions, padded_vocab_size]` when `masked_positions` is given
+      (padded rows, if any, hold the most negative number).
     """
     x = self.encoder(input_tokens, token_types, segment_ids, positions,
                      enable_dropout=enable_dropout)
@@ -413,3 +568,72 @@ class RemBertForQuestionAnswering(nn.Module):
     logits = _dense(cfg, 2, (axes.EMBED, axes.CLASSES), "qa_outputs")(x)
     # -> 2 x [batch, length]
     return logits[..., 0], logits[..., 1]
+
+
+# --- Sentence retrieval (XTREME BUCC, Tatoeba) -----------------------------
+
+
+def xtreme_retrieval_layer(num_layers: int) -> int:
+  """The layer XTREME pools for retrieval: L/2 + 2 (1-based), at most L.
+
+  XTREME's scripts pool hidden state index 7 of the 12 layer outputs
+  (layer 8) for mBERT/XLM-R base and index 13 of 24 (layer 14) for XLM-R
+  large (`scripts/run_tatoeba.sh`), i.e. L/2 + 2; for RemBERT's 32 layers
+  that is layer 18. Tiny test models (L < 4) use their last layer.
+  """
+  return min(num_layers, num_layers // 2 + 2)
+
+
+class RemBertForRetrieval(nn.Module):
+  """Sentence embeddings: the pooled hidden states of one encoder layer.
+
+  XTREME's protocol (`third_party/evaluate_retrieval.py`): run the
+  pre-trained encoder without any fine-tuning, take the hidden states after
+  a middle layer and average them over every real token, [CLS] and [SEP]
+  included (its default `pool_skip_special_token=False`); similarity is the
+  cosine of these vectors.
+
+  Attributes:
+    config: network sizes.
+    layer: 1-based layer whose output is pooled; None picks XTREME's choice,
+      `xtreme_retrieval_layer(config.num_layers)` (18 for RemBERT).
+    pooling: "mean" (XTREME's default) or "cls" (the [CLS] hidden state,
+      what XTREME's `run_bucc2018.sh` passes with `--pool_type cls`).
+  """
+
+  config: RemBertConfig
+  layer: Optional[int] = None
+  pooling: str = "mean"
+
+  def pooled_layer(self) -> int:
+    """The 1-based layer this module pools; checks `layer` and `pooling`."""
+    cfg = self.config
+    if self.pooling not in ("mean", "cls"):
+      raise ValueError(f"RemBertForRetrieval.pooling must be 'mean' or "
+                       f"'cls', got {self.pooling!r}")
+    layer = (self.layer if self.layer is not None
+             else xtreme_retrieval_layer(cfg.num_layers))
+    if (isinstance(layer, bool) or not isinstance(layer, int)
+        or not 1 <= layer <= cfg.num_layers):
+      raise ValueError(
+          f"RemBertForRetrieval.layer must be an integer in [1, "
+          f"{cfg.num_layers}] (the model's layers), got {layer!r}")
+    return layer
+
+  @nn.compact
+  def __call__(self, input_tokens, token_types=None, segment_ids=None,
+               positions=None, *, enable_dropout: bool = False) -> Array:
+    cfg = self.config
+    x = RemBertEncoder(cfg, stop_after_layer=self.pooled_layer(),
+                       name="encoder")(
+        input_tokens, token_types, segment_ids, positions,
+        enable_dropout=enable_dropout)
+    x = x.astype(jnp.float32)
+    if self.pooling == "cls":
+      # [batch, length, emb_dim] -> [batch, emb_dim]
+      return x[:, 0]
+    if segment_ids is None:
+      segment_ids = (input_tokens != cfg.pad_id).astype(jnp.int32)
+    real = (segment_ids > 0).astype(jnp.float32)[..., None]  # [b, len, 1]
+    # [batch, length, emb_dim] -> [batch, emb_dim]
+    return jnp.sum(x * real, axis=1) / jnp.maximum(jnp.sum(real, axis=1), 1.0)

@@ -477,6 +477,30 @@ def read_squad_file(path: str,
   return parse_squad_json(data, path, check_alignment)
 
 
+def check_gold_answers(examples: Sequence[QAExample], source: str) -> None:
+  """Refuses a file whose gold answers are all blank; warns on some.
+
+  XTREME's download blanks the answers of the sets it keeps hidden (XQuAD
+  and MLQA test; in its current layout also the TyDiQA-GoldP dev files):
+  scoring predictions against them would silently report 0.
+
+  Raises:
+    ValueError: naming the file, when no question has a non-empty answer.
+  """
+  blank = [ex.example_id for ex in examples
+           if not any(text.strip() for text in ex.answer_texts)]
+  if len(blank) == len(examples):
+    raise ValueError(
+        f"{source}: every one of the {len(examples)} questions has blank gold "
+        "answers (XTREME's download blanks hidden evaluation sets); it cannot "
+        "be trained on or scored (every score would be 0). Use the original "
+        "dataset's file or the TFDS task instead.")
+  if blank:
+    logging.warning("%s: %d of %d questions have blank gold answers (first: "
+                    "%s); each of them scores 0 in evaluation.",
+                    source, len(blank), len(examples), blank[0])
+
+
 # The element spec of TFDS' SQuAD-like datasets (`qa_utils.squadlike_features`
 # minus the title), which the local-file source reproduces.
 SQUADLIKE_SIGNATURE = {
@@ -498,6 +522,7 @@ def squad_file_dataset(path: str) -> tf.data.Dataset:
   left to `qa_windows_preprocessor` and its `on_misaligned` policy.
   """
   examples = read_squad_file(path, check_alignment=False)
+  check_gold_answers(examples, path)
 
   def generate() -> Iterator[Dict[str, Any]]:
     for ex in examples:
@@ -527,7 +552,8 @@ def qa_windows_preprocessor(
     doc_stride: int = DOC_STRIDE,
     max_query_length: int = MAX_QUERY_LENGTH,
     source: str = "<dataset>",
-    on_misaligned: str = "raise") -> tf.data.Dataset:
+    on_misaligned: str = "raise",
+    sequence_length: Optional[Mapping[str, int]] = None) -> tf.data.Dataset:
   """Turns SQuAD-like examples into one dataset element per window.
 
   Input element (TFDS `squad`, `xquad`, `mlqa`, `tydi_qa`, or
@@ -538,7 +564,7 @@ def qa_windows_preprocessor(
     {"input_tokens": [2, <q>, 3, <ctx>, 3], "token_types": [0, .., 1, ..],
      "start_positions": 4, "end_positions": 4,   # int32 scalars
      "targets": [4, 4],                          # the same two, see below
-     "example_id": "q1", "context": "Ann met Bob.",
+     "example_id": "q1", "question": "Who?", "context": "Ann met Bob.",
      "answers": ["Ann"],
      "token_offsets": [[-1, -1], .., [0, 3], ..],  # int32 [length, 2]
      "token_is_max_context": [0, .., 1, ..]}     # int32 [length]
@@ -562,10 +588,26 @@ def qa_windows_preprocessor(
       logged with a running count. "skip" suits noisy (machine-translated)
       training data, "ignore" evaluation data, whose scores use only the
       answer texts.
+    sequence_length: the task feature lengths seqio passes (T5X's
+      TASK_FEATURE_LENGTHS); seqio cuts `input_tokens` to its length after
+      this preprocessor, so a length below `max_seq_length` is refused here.
 
   Returns:
     The windows dataset.
+
+  Raises:
+    ValueError: `sequence_length["input_tokens"] < max_seq_length`, naming
+      both.
   """
+  requested = (sequence_length or {}).get("input_tokens")
+  if requested is not None and requested < max_seq_length:
+    raise ValueError(
+        f"{source}: task_feature_lengths['input_tokens'] = {requested} is "
+        f"shorter than this QA task's windows (max_seq_length = "
+        f"{max_seq_length}): windows would be cut, losing context and "
+        "answer positions. Set TASK_FEATURE_LENGTHS = {'input_tokens': "
+        f"{max_seq_length}}} (or register the task with max_seq_length <= "
+        f"{requested}).")
   vocabulary = output_features["input_tokens"].vocabulary
   if on_misaligned not in MISALIGNED_ACTIONS:
     raise ValueError(f"on_misaligned={on_misaligned!r}; expected one of "
@@ -619,8 +661,8 @@ def qa_windows_preprocessor(
         "length": tf.ensure_shape(lengths, [None]),
         "targets": tf.ensure_shape(positions, [None, 2]),
     }
-    shared = {"example_id": ex["id"], "context": ex["context"],
-              "answers": ex["answers"]["text"]}
+    shared = {"example_id": ex["id"], "question": ex["question"],
+              "context": ex["context"], "answers": ex["answers"]["text"]}
 
     def finish(window):
       length = window.pop("length")

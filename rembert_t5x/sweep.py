@@ -1,4 +1,4 @@
-r"""Fine-tuning sweeps over the paper's grids, aggregated into an XTREME table.
+r"""Fine-tuning sweeps with the paper's protocol, aggregated into one table.
 
   # The offline demo tasks with a pre-trained tiny model (local runner):
   python -m rembert_t5x.sweep --experiment=demo --workdir=/tmp/sweep \
@@ -8,30 +8,47 @@ r"""Fine-tuning sweeps over the paper's grids, aggregated into an XTREME table.
     --runner=t5x --pretrained=gs://b/pretrain/checkpoint_N \
     --model_gin=gin_configs/models/paper/table3_ein128_eout768.gin
 
-Experiments (the grids are data, `EXPERIMENTS` below):
-  table10  the ablation models' grids (paper Table 10): PAWS-X {3,4,5}e-5,
-           XNLI {1,2,3}e-5, SQuAD-trained QA {2,3,4}e-5, NER {1,...,5}e-5.
-  table15  RemBERT's settings (Table 15): PAWS-X 8e-6, XNLI 1e-5, SQuAD 9e-6,
-           POS 3e-5 (batch 128), NER 8e-6 (batch 64).
+Experiments (the grids are data, `EXPERIMENTS` below); every one trains on
+English and runs 3 seeds unless --seeds says otherwise:
+  table10  the ablation models (paper Table 10): batch 32; PAWS-X
+           {3,4,5}e-5, XNLI {1,2,3}e-5, SQuAD-trained QA {2,3,4}e-5, NER
+           {1,...,5}e-5 (TyDiQA-GoldP: the QA grid, our choice).
+  table15  RemBERT (Table 15): PAWS-X 8e-6, XNLI 1e-5, SQuAD 9e-6, POS 3e-5
+           at batch 128; NER 8e-6 at batch 64 (TyDiQA-GoldP: SQuAD's, our
+           choice).
   demo     the synthetic pair / tag / qa tasks of the offline demo.
-Every experiment runs 3 seeds unless --seeds says otherwise.
 
-`--runner=local` fine-tunes each (task, learning rate, seed) from the
-pre-training MODEL_DIR `--pretrained` with the local runner, evaluates every
-language's dev set (zero-shot from the training language) and writes
-`DIR/runs/<task>/lr=<lr>/seed=<seed>/results.json`; a grid point whose
-results file exists is not rerun (the sweep resumes). `--runner=t5x` only
-prints one `python -m t5x.train` and one `python -m t5x.eval` command per grid
-point. Aggregation (local runner) writes DIR/sweep.json, DIR/sweep.md and
-DIR/sweep.png: per task the learning rate with the best training-language
-dev score (mean over seeds) is selected, and its per-language scores are
-reported as mean ± std over seeds, with the average over languages; QA is
-scored as XTREME does, (EM + F1) / 2.
+Protocol (paper §4, XTREME; README "Fidelity to the paper"):
+  - steps: 3 epochs of the English training set at the grid's batch size,
+    derived from the dataset's size (`protocol.train_steps`), never typed in;
+  - a checkpoint at the end of every epoch; the one with the best English
+    dev score is selected (`eval.select_checkpoint`) and evaluated on every
+    language;
+  - splits per family: XNLI, PAWS-X, PAN-X, UD-POS and MLQA on their dev
+    sets ('validation'), XQuAD on 'test' (its only split), TyDiQA-GoldP on
+    each language's validation split; the SQuAD-trained model is evaluated
+    on XQuAD and MLQA (one training run, two families);
+  - the learning rate with the best English-dev score (mean over seeds) is
+    selected per grid; results are keyed by the full task name and reported
+    per family and language as mean ± std over seeds; a family's average is
+    over its languages (English included, as XTREME), the overall average
+    over families; QA scores are (EM + F1) / 2.
+
+`--runner=local` runs each (grid, learning rate, seed) from the
+pre-training MODEL_DIR `--pretrained` and writes
+`DIR/runs/<grid>/lr=<lr>/seed=<seed>/results.json`; a grid point whose
+results file exists is not rerun (the sweep resumes). Aggregation writes
+DIR/sweep.json, DIR/sweep.md and DIR/sweep.png. `--runner=t5x` prints, per
+grid point, a `t5x.train` command (the run file derives TRAIN_STEPS from the
+dataset and BATCH_SIZE, checkpoints and evaluates English dev every epoch),
+the selection command (`protocol select`) and one `t5x.eval` command per
+family on the selected checkpoint.
 """
 
 import argparse
 import dataclasses
 import json
+import math
 import pathlib
 import sys
 import time
@@ -40,94 +57,162 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from rembert_t5x import cli
+from rembert_t5x import protocol
 
 SEEDS = (0, 1, 2)
+# Kept under its old name for callers; defined once in `protocol`.
+task_score = protocol.task_score
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+  """One reported task family of a fine-tuned model.
+
+  Attributes:
+    family: short family name ('xquad'); its tasks are named
+      `<prefix><family>_<lang>`.
+    mixture: SeqIO mixture holding the family's per-language tasks.
+    split: the split the paper reports for the family.
+    eval_file: T5X run file (None: no T5X run file).
+  """
+  family: str
+  mixture: str
+  split: str
+  eval_file: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)
 class TaskSpec:
-  """One fine-tuning task of an experiment.
+  """One fine-tuning grid of an experiment.
 
   Attributes:
-    name: short name used in directories and tables ('xnli', 'pair', ...).
+    name: short name used in directories ('xnli', 'squad', 'pair', ...).
     kind: model objective: 'pair', 'tagging' or 'qa'.
     num_classes: classes (pair) or tags (tagging); None for QA.
     train_task: SeqIO task trained on (the training language only).
-    eval_mixture: SeqIO mixture with one task per evaluation language.
+    selection_task: the training language's dev task ('validation' split)
+      that checkpoints and learning rates are selected on.
+    evaluations: the families reported from this model.
     learning_rates: the grid.
     length: input length (`input_tokens`).
     batch_size: fine-tuning batch size.
-    train_steps: fine-tuning steps (3 epochs for the paper's tasks).
+    train_steps: fine-tuning steps; None derives them from the training
+      set's size: `epochs` at `batch_size` (`protocol.train_steps`).
+    epochs: passes over the training set; one checkpoint per epoch is a
+      selection candidate.
     train_language: the language trained on and selected on.
-    run_file / eval_file: T5X run files (None: no T5X run file yet).
+    run_file: T5X fine-tuning run file (None: none).
     max_answer_length: QA decoding limit.
   """
   name: str
   kind: str
   num_classes: Optional[int]
   train_task: str
-  eval_mixture: str
+  selection_task: str
+  evaluations: tuple
   learning_rates: tuple
   length: int = 128
   batch_size: int = 32
-  train_steps: int = 1000
+  train_steps: Optional[int] = None
+  epochs: int = protocol.EPOCHS
   train_language: str = "en"
   run_file: Optional[str] = None
-  eval_file: Optional[str] = None
   max_answer_length: int = 30
 
-
-def _xtreme(name, kind, num_classes, train, zeroshot, lrs, steps, length=128,
-            batch_size=32, run=None, max_answer_length=30):
-  return TaskSpec(
-      name, kind, num_classes, f"rembert_{train}", f"rembert_{zeroshot}",
-      tuple(lrs), length, batch_size, steps,
-      run_file=run and f"gin_configs/runs/finetune_{run}.gin",
-      eval_file=run and f"gin_configs/runs/eval_{run}.gin",
-      max_answer_length=max_answer_length)
+  @property
+  def eval_mixture(self) -> str:
+    """The first family's mixture (single-family grids: the demo tasks)."""
+    return self.evaluations[0].mixture
 
 
-# Steps are 3 epochs of the English training set at the task's batch size
-# (the run files' TRAIN_STEPS); UD-POS English (EWT) has 12,543 sentences.
-# UD-POS has no T5X run file yet.
+def _runs(name: str) -> str:
+  return f"gin_configs/runs/{name}.gin"
+
+
+def _family(family: str, split: str) -> Evaluation:
+  return Evaluation(family, f"rembert_{family}_zeroshot", split,
+                    _runs(f"eval_{family}"))
+
+
+def _paper_grids(batch: Callable[[str], int], lrs: Mapping[str, tuple],
+                 names: Sequence[str]) -> Dict[str, TaskSpec]:
+  """The XTREME fine-tuning grids, one per training set.
+
+  XNLI, PAWS-X, PAN-X, UD-POS and MLQA report their dev sets, XQuAD its only
+  split ('test'), TyDiQA-GoldP each language's validation split (paper
+  §4: "dev sets unless stated"). The SQuAD-trained model serves XQuAD and
+  MLQA; TyDiQA-GoldP trains on its English training set (XTREME's
+  `train_qa.sh`). Selection is on the English dev task.
+  """
+  specs = {
+      "xnli": TaskSpec("xnli", "pair", 3, "rembert_xnli_train_en",
+                       "rembert_xnli_en", (_family("xnli", "validation"),),
+                       (), run_file=_runs("finetune_xnli")),
+      "pawsx": TaskSpec("pawsx", "pair", 2, "rembert_pawsx_train_en",
+                        "rembert_pawsx_en", (_family("pawsx", "validation"),),
+                        (), run_file=_runs("finetune_pawsx")),
+      "panx": TaskSpec("panx", "tagging", 7, "rembert_panx_train_en",
+                       "rembert_panx_en", (_family("panx", "validation"),),
+                       (), run_file=_runs("finetune_panx")),
+      # 18 = len(rembert_tasks.udpos.LABELS) (tests/sweep_test.py checks).
+      "udpos": TaskSpec("udpos", "tagging", 18, "rembert_udpos_train_en",
+                        "rembert_udpos_en",
+                        (_family("udpos", "validation"),), (),
+                        run_file=_runs("finetune_udpos")),
+      "squad": TaskSpec("squad", "qa", None, "rembert_squad_train_en",
+                        "rembert_squad_en",
+                        (_family("xquad", "test"),
+                         _family("mlqa", "validation")), (), length=384,
+                        run_file=_runs("finetune_xquad")),
+      "tydiqa": TaskSpec("tydiqa", "qa", None, "rembert_tydiqa_train_en",
+                         "rembert_tydiqa_en",
+                         (_family("tydiqa", "validation"),), (), length=384,
+                         run_file=_runs("finetune_tydiqa")),
+  }
+  return {n: dataclasses.replace(specs[n], learning_rates=tuple(lrs[n]),
+                                 batch_size=batch(n)) for n in names}
+
+
+# Paper Table 10 (ablation models): batch 32 everywhere. TyDiQA-GoldP is not
+# in Table 10's list; it gets the QA grid (our choice).
+TABLE10_LRS = {"pawsx": (3e-5, 4e-5, 5e-5), "xnli": (1e-5, 2e-5, 3e-5),
+               "squad": (2e-5, 3e-5, 4e-5), "tydiqa": (2e-5, 3e-5, 4e-5),
+               "panx": (1e-5, 2e-5, 3e-5, 4e-5, 5e-5)}
+# Paper Table 15 (RemBERT): batch 128, NER 64. TyDiQA-GoldP is not in Table
+# 15; it gets SQuAD's settings (our choice).
+TABLE15_LRS = {"pawsx": (8e-6,), "xnli": (1e-5,), "squad": (9e-6,),
+               "udpos": (3e-5,), "panx": (8e-6,), "tydiqa": (9e-6,)}
+TABLE15_BATCH = {"panx": 64}
+
 EXPERIMENTS: Dict[str, Dict[str, TaskSpec]] = {
-    "table10": {t.name: t for t in (
-        _xtreme("pawsx", "pair", 2, "pawsx_train_en", "pawsx_zeroshot",
-                (3e-5, 4e-5, 5e-5), 4632, run="pawsx"),
-        _xtreme("xnli", "pair", 3, "xnli_train_en", "xnli_zeroshot",
-                (1e-5, 2e-5, 3e-5), 36816, run="xnli"),
-        _xtreme("xquad", "qa", None, "squad_train_en", "xquad_zeroshot",
-                (2e-5, 3e-5, 4e-5), 8311, length=384, run="xquad"),
-        _xtreme("panx", "tagging", 7, "panx_train_en", "panx_zeroshot",
-                (1e-5, 2e-5, 3e-5, 4e-5, 5e-5), 1875, run="panx"),
-    )},
-    "table15": {t.name: t for t in (
-        _xtreme("pawsx", "pair", 2, "pawsx_train_en", "pawsx_zeroshot",
-                (8e-6,), 4632, run="pawsx"),
-        _xtreme("xnli", "pair", 3, "xnli_train_en", "xnli_zeroshot",
-                (1e-5,), 36816, run="xnli"),
-        _xtreme("xquad", "qa", None, "squad_train_en", "xquad_zeroshot",
-                (9e-6,), 8311, length=384, run="xquad"),
-        _xtreme("udpos", "tagging", 17, "udpos_train_en", "udpos_zeroshot",
-                (3e-5,), 294, batch_size=128),
-        _xtreme("panx", "tagging", 7, "panx_train_en", "panx_zeroshot",
-                (8e-6,), 938, batch_size=64, run="panx"),
-    )},
+    "table10": _paper_grids(lambda name: 32, TABLE10_LRS,
+                            ("pawsx", "xnli", "squad", "tydiqa", "panx")),
+    "table15": _paper_grids(lambda name: TABLE15_BATCH.get(name, 128),
+                            TABLE15_LRS, ("pawsx", "xnli", "squad", "tydiqa",
+                                          "udpos", "panx")),
 }
 
 
 def demo_tasks(prefix: str = "rembert_synthetic_",
                train_steps: Optional[int] = None) -> Dict[str, TaskSpec]:
-  """The synthetic tasks of the offline demo (`rembert_tasks.synthetic`)."""
+  """The synthetic tasks of the offline demo (`rembert_tasks.synthetic`).
+
+  Fixed step counts (the demo's tuned budget), the same selection and
+  per-family evaluation as the paper's grids, on the dev sets.
+  """
   from rembert_t5x import synthetic  # pylint: disable=g-import-not-at-top
   lang = synthetic.TRAIN_LANGUAGE
+
+  def spec(name, kind, classes, lrs, length, steps, **kw):
+    return TaskSpec(
+        name, kind, classes, f"{prefix}{name}_train", f"{prefix}{name}_{lang}",
+        (Evaluation(name, f"{prefix}{name}_zeroshot", "validation"),), lrs,
+        length, 32, steps, train_language=lang, **kw)
+
   specs = (
-      TaskSpec("pair", "pair", 2, f"{prefix}pair_train", f"{prefix}pair_zeroshot",
-               (5e-4, 1e-3), 64, 32, 300, lang),
-      TaskSpec("tag", "tagging", len(synthetic.TAGS), f"{prefix}tag_train",
-               f"{prefix}tag_zeroshot", (2e-4, 5e-4), 64, 32, 200, lang),
-      TaskSpec("qa", "qa", None, f"{prefix}qa_train", f"{prefix}qa_zeroshot",
-               (2e-4, 5e-4), 96, 32, 200, lang, max_answer_length=12),
+      spec("pair", "pair", 2, (5e-4, 1e-3), 64, 300),
+      spec("tag", "tagging", len(synthetic.TAGS), (2e-4, 5e-4), 64, 200),
+      spec("qa", "qa", None, (2e-4, 5e-4), 96, 200, max_answer_length=12),
   )
   if train_steps:
     specs = tuple(dataclasses.replace(s, train_steps=train_steps) for s in specs)
@@ -171,16 +256,6 @@ def expand_grid(tasks: Mapping[str, TaskSpec],
 # Aggregation (pure functions over results records)
 # --------------------------------------------------------------------------
 
-def task_score(metrics: Mapping[str, float]) -> float:
-  """One number per (task, language): XTREME's (EM + F1) / 2 for QA."""
-  if "exact_match" in metrics and "f1" in metrics:
-    return (metrics["exact_match"] + metrics["f1"]) / 2
-  for name in ("f1", "accuracy"):
-    if name in metrics:
-      return float(metrics[name])
-  raise ValueError(f"no score among metrics {sorted(metrics)}")
-
-
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
   """Mean and sample standard deviation (ddof=1; 0 for a single value)."""
   values = np.asarray(values, dtype=np.float64)
@@ -188,119 +263,166 @@ def mean_std(values: Sequence[float]) -> tuple[float, float]:
   return float(values.mean()), std
 
 
-def aggregate(records: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
-  """The XTREME table from per-grid-point results.
+def family_scores(record: Mapping[str, Any]) -> Dict[str, Dict[str, float]]:
+  """{family: {language: score}} of one grid point's results record.
 
-  Args:
-    records: one per (task, learning rate, seed): {"task", "learning_rate",
-      "seed", "train_language", "languages": {lang: {metric: value}}}.
-
-  Returns:
-    {"tasks": {task: {"best_learning_rate", "train_language",
-      "learning_rates": {lr: {"dev": [mean, std], "avg": [mean, std],
-      "seeds": n}}, "languages": {lang: [mean, std]}, "avg": [mean, std],
-      "zero_shot_avg": [mean, std]}}, "average": mean over tasks of "avg"}.
-    The best learning rate maximises the training-language dev score
-    averaged over seeds (ties: the smaller rate). Per-language and average
-    numbers are those of the best rate, mean ± std over its seeds; "avg" is
-    the mean over all languages (training language included, as XTREME
-    reports), "zero_shot_avg" leaves the training language out.
+  Rows come from full task names (`rembert_mlqa_en` and `rembert_squad_en`
+  are different families), so no language of one family overwrites another.
   """
-  by_task: Dict[str, Dict[float, List[Mapping[str, Any]]]] = {}
-  for r in records:
-    by_task.setdefault(r["task"], {}).setdefault(
-        float(r["learning_rate"]), []).append(r)
-  out: Dict[str, Any] = {"tasks": {}}
-  for task, by_lr in sorted(by_task.items()):
-    train_lang = next(iter(by_lr.values()))[0]["train_language"]
-    summary = {}
-    for lr, runs in sorted(by_lr.items()):
-      scores = [_scores(r) for r in runs]
-      if any(train_lang not in s for s in scores):
-        raise ValueError(f"task {task}, lr {lr}: no {train_lang} dev result")
-      summary[lr] = {
-          "dev": mean_std([s[train_lang] for s in scores]),
-          "avg": mean_std([np.mean(list(s.values())) for s in scores]),
-          "seeds": len(runs)}
-    best = max(sorted(summary), key=lambda lr: summary[lr]["dev"][0])
-    scores = [_scores(r) for r in by_lr[best]]
-    langs = sorted(set().union(*scores))
-    zero_shot = [l for l in langs if l != train_lang]
-    out["tasks"][task] = {
-        "best_learning_rate": best,
-        "train_language": train_lang,
-        "learning_rates": {format_lr(lr): v for lr, v in summary.items()},
-        "languages": {l: mean_std([s[l] for s in scores if l in s])
-                      for l in langs},
-        "avg": summary[best]["avg"],
-        "zero_shot_avg": mean_std([np.mean([s[l] for l in zero_shot])
-                                   for s in scores]) if zero_shot else None,
-    }
-  averages = [t["avg"][0] for t in out["tasks"].values()]
-  out["average"] = float(np.mean(averages)) if averages else None
+  from rembert_t5x import eval as eval_lib  # pylint: disable=g-import-not-at-top
+  out = {}
+  for family, ev in record["evaluations"].items():
+    out[family] = {eval_lib.task_language(t): task_score(m)
+                   for t, m in ev["tasks"].items()}
   return out
 
 
-def _scores(record: Mapping[str, Any]) -> Dict[str, float]:
-  return {l: task_score(m) for l, m in record["languages"].items()}
+def aggregate(records: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
+  """The results table from per-grid-point results.
+
+  Args:
+    records: one per (grid, learning rate, seed), as `run_point` writes:
+      {"task", "learning_rate", "seed", "train_language",
+       "selection": {"task", "step", "scores": {step: score}},
+       "evaluations": {family: {"mixture", "split",
+                                "tasks": {task name: {metric: value}}}}}.
+
+  Returns:
+    {"grids": {grid: {"best_learning_rate", "train_language",
+       "selection_task", "learning_rates": {lr: {"dev": [mean, std],
+       "seeds": n, "selected_steps": [...]}}}},
+     "families": {family: {"grid", "split", "train_language",
+       "languages": {lang: [mean, std]}, "avg": [mean, std],
+       "zero_shot_avg": [mean, std] or None}},
+     "average": mean over families of "avg"}.
+    The best learning rate of a grid maximises the English-dev score of the
+    selected checkpoint, averaged over seeds (ties: the smaller rate).
+    Family numbers are those of the best rate, mean ± std over its seeds;
+    "avg" is the mean over the family's languages (training language
+    included, as XTREME reports), "zero_shot_avg" leaves it out.
+  """
+  by_grid: Dict[str, Dict[float, List[Mapping[str, Any]]]] = {}
+  for r in records:
+    by_grid.setdefault(r["task"], {}).setdefault(
+        float(r["learning_rate"]), []).append(r)
+  out: Dict[str, Any] = {"grids": {}, "families": {}}
+  for grid, by_lr in sorted(by_grid.items()):
+    first = next(iter(by_lr.values()))[0]
+    summary = {}
+    for lr, runs in sorted(by_lr.items()):
+      dev = []
+      for r in runs:
+        sel = r["selection"]
+        dev.append(sel["scores"][str(sel["step"])])
+      summary[lr] = {"dev": mean_std(dev), "seeds": len(runs),
+                     "selected_steps": [r["selection"]["step"] for r in runs]}
+    best = max(sorted(summary), key=lambda lr: summary[lr]["dev"][0])
+    out["grids"][grid] = {
+        "best_learning_rate": best,
+        "train_language": first["train_language"],
+        "selection_task": first["selection"]["task"],
+        "learning_rates": {format_lr(lr): v for lr, v in summary.items()}}
+    runs = by_lr[best]
+    per_seed = [family_scores(r) for r in runs]
+    train_lang = first["train_language"]
+    for family, ev in first["evaluations"].items():
+      scores = [s[family] for s in per_seed]
+      langs = sorted(set().union(*scores))
+      if not langs:
+        raise ValueError(f"grid {grid}: family {family} has no results")
+      zero_shot = [l for l in langs if l != train_lang]
+      out["families"][family] = {
+          "grid": grid, "split": ev["split"], "train_language": train_lang,
+          "languages": {l: mean_std([s[l] for s in scores if l in s])
+                        for l in langs},
+          "avg": mean_std([np.mean(list(s.values())) for s in scores]),
+          "zero_shot_avg": mean_std([np.mean([s[l] for l in zero_shot])
+                                     for s in scores]) if zero_shot else None}
+  averages = [f["avg"][0] for f in out["families"].values()]
+  out["average"] = float(np.mean(averages)) if averages else None
+  return out
 
 
 def _pm(pair) -> str:
   return "" if pair is None else f"{pair[0]:.1f} ± {pair[1]:.1f}"
 
 
-def markdown(table: Mapping[str, Any], title: str) -> str:
-  """sweep.md: a summary, then per task its LR grid and language table."""
-  tasks = table["tasks"]
+def markdown(table: Mapping[str, Any], title: str,
+             paper: Optional[Mapping[str, float]] = None) -> str:
+  """sweep.md: one summary table, then per grid its LR grid and per family
+  its language table.
+
+  Args:
+    table: `aggregate` output.
+    title: heading.
+    paper: optional reference numbers per family (and "average"), shown in
+      a "paper" column; none are built in (see the README).
+  """
+  families, grids = table["families"], table["grids"]
+  paper_col = paper is not None
   lines = [f"# {title}", "",
            "Scores: accuracy / F1 / XTREME QA (EM + F1) / 2, mean ± std over "
-           "seeds at the learning rate with the best training-language dev "
-           "score.", "",
-           "| task | best lr | train-lang dev | avg (all langs) | zero-shot avg |",
-           "|---|---|---|---|---|"]
-  for name, t in tasks.items():
-    lr = format_lr(t["best_learning_rate"])
-    lines.append(f"| {name} | {lr} | {_pm(t['learning_rates'][lr]['dev'])} | "
-                 f"{_pm(t['avg'])} | {_pm(t['zero_shot_avg'])} |")
+           "seeds, at the learning rate and checkpoint with the best English "
+           "dev score.", "",
+           "| family | split | grid | best lr | avg (all langs) | zero-shot avg |"
+           + (" paper |" if paper_col else ""),
+           "|---|---|---|---|---|---|" + ("---|" if paper_col else "")]
+
+  def ref(key):
+    if not paper_col:
+      return ""
+    return f" {paper[key]:.1f} |" if key in paper else " |"
+
+  for name, f in families.items():
+    lr = format_lr(grids[f["grid"]]["best_learning_rate"])
+    lines.append(f"| {name} | {f['split']} | {f['grid']} | {lr} | "
+                 f"{_pm(f['avg'])} | {_pm(f['zero_shot_avg'])} |{ref(name)}")
   if table.get("average") is not None:
-    lines.append(f"| **average over tasks** | | | {table['average']:.1f} | |")
-  for name, t in tasks.items():
-    lines += ["", f"## {name} (trained on {t['train_language']})", "",
-              f"| learning rate | {t['train_language']} dev | avg | seeds |",
+    lines.append(f"| **average over families** | | | | "
+                 f"{table['average']:.1f} | |{ref('average')}")
+  for name, g in grids.items():
+    lines += ["", f"## {name}: learning rates (selected on "
+              f"{g['selection_task']}, validation)", "",
+              "| learning rate | English dev | seeds | selected steps |",
               "|---|---|---|---|"]
-    for lr, v in t["learning_rates"].items():
-      best = " **(best)**" if float(lr) == t["best_learning_rate"] else ""
-      lines.append(f"| {lr}{best} | {_pm(v['dev'])} | {_pm(v['avg'])} | "
-                   f"{v['seeds']} |")
-    lines += ["", "| language | score |", "|---|---|"]
-    for lang, v in t["languages"].items():
-      note = " (train)" if lang == t["train_language"] else ""
+    for lr, v in g["learning_rates"].items():
+      best = " **(best)**" if float(lr) == g["best_learning_rate"] else ""
+      steps = ", ".join(map(str, v["selected_steps"]))
+      lines.append(f"| {lr}{best} | {_pm(v['dev'])} | {v['seeds']} | "
+                   f"{steps} |")
+  for name, f in families.items():
+    lines += ["", f"## {name} ({f['split']}, trained on "
+              f"{f['train_language']})", "", "| language | score |",
+              "|---|---|"]
+    for lang, v in f["languages"].items():
+      note = " (train)" if lang == f["train_language"] else ""
       lines.append(f"| {lang}{note} | {_pm(v)} |")
-    lines.append(f"| **avg** | {_pm(t['avg'])} |")
+    lines.append(f"| **avg** | {_pm(f['avg'])} |")
   return "\n".join(lines) + "\n"
 
 
 def plot(table: Mapping[str, Any], path: pathlib.Path, title: str) -> None:
-  """One panel per task: per-language score (best lr), error bars = std."""
+  """One panel per family: per-language score, error bars = std."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 
-  tasks = table["tasks"]
-  fig, axes = plt.subplots(1, max(len(tasks), 1), squeeze=False,
-                           figsize=(max(4, 3.5 * len(tasks)), 3.5))
-  for ax, (name, t) in zip(axes[0], tasks.items()):
-    langs = list(t["languages"])
-    means = [t["languages"][l][0] for l in langs]
-    stds = [t["languages"][l][1] for l in langs]
-    colors = ["tab:orange" if l == t["train_language"] else "tab:blue"
+  families = table["families"]
+  fig, axes = plt.subplots(1, max(len(families), 1), squeeze=False,
+                           figsize=(max(4, 3.5 * len(families)), 3.5))
+  for ax, (name, f) in zip(axes[0], families.items()):
+    langs = list(f["languages"])
+    means = [f["languages"][l][0] for l in langs]
+    stds = [f["languages"][l][1] for l in langs]
+    colors = ["tab:orange" if l == f["train_language"] else "tab:blue"
               for l in langs]
     ax.bar(range(len(langs)), means, yerr=stds, color=colors, capsize=3)
-    ax.axhline(t["avg"][0], color="k", linestyle="--", linewidth=1)
+    ax.axhline(f["avg"][0], color="k", linestyle="--", linewidth=1)
     ax.set_xticks(range(len(langs)))
     ax.set_xticklabels(langs, rotation=90 if len(langs) > 12 else 0)
-    ax.set_title(f"{name} (lr {format_lr(t['best_learning_rate'])}, "
-                 f"avg {t['avg'][0]:.1f})", fontsize=9)
+    lr = format_lr(table["grids"][f["grid"]]["best_learning_rate"])
+    ax.set_title(f"{name} {f['split']} (lr {lr}, avg {f['avg'][0]:.1f})",
+                 fontsize=9)
   fig.suptitle(title, fontsize=10)
   fig.tight_layout()
   tmp = path.with_name(f".{path.name}.tmp.png")
@@ -310,14 +432,15 @@ def plot(table: Mapping[str, Any], path: pathlib.Path, title: str) -> None:
 
 
 def write_outputs(workdir: str, records: Sequence[Mapping[str, Any]],
-                  title: str) -> Dict[str, Any]:
+                  title: str, paper: Optional[Mapping[str, float]] = None
+                  ) -> Dict[str, Any]:
   """Aggregates and writes sweep.json, sweep.md and sweep.png."""
   from rembert_t5x import io_utils  # pylint: disable=g-import-not-at-top
   out = pathlib.Path(workdir)
   table = aggregate(records)
   io_utils.atomic_write_text(out / "sweep.json", json.dumps(
       {"title": title, **table, "runs": list(records)}, indent=1) + "\n")
-  io_utils.atomic_write_text(out / "sweep.md", markdown(table, title))
+  io_utils.atomic_write_text(out / "sweep.md", markdown(table, title, paper))
   plot(table, out / "sweep.png", title)
   return table
 
@@ -341,10 +464,28 @@ def make_model(spec: TaskSpec, config):
   return models.RemBertQAModel(module, max_answer_length=spec.max_answer_length)
 
 
+def resolve_steps(spec: TaskSpec) -> int:
+  """The grid's fine-tuning steps: explicit, or `epochs` of its training set
+  at its batch size (`protocol.train_steps`)."""
+  if spec.train_steps:
+    return spec.train_steps
+  return protocol.train_steps(spec.train_task, spec.batch_size, spec.epochs)
+
+
+def checkpoint_period(spec: TaskSpec, steps: int) -> int:
+  """One checkpoint per epoch: each is a selection candidate."""
+  return max(1, math.ceil(steps / spec.epochs))
+
+
+def _in_family(task_name: str, family: str) -> bool:
+  from rembert_t5x import eval as eval_lib  # pylint: disable=g-import-not-at-top
+  return eval_lib.task_family(task_name).rsplit("_", 1)[-1] == family
+
+
 def run_point(workdir: str, point: GridPoint, config, pretrained: str,
-              split: str = "validation", keep_checkpoints: bool = False
-              ) -> Dict[str, Any]:
-  """Fine-tunes and evaluates one grid point; writes its results.json."""
+              keep_checkpoints: bool = False) -> Dict[str, Any]:
+  """Fine-tunes one grid point, selects its checkpoint on English dev,
+  evaluates every family with it; writes its results.json."""
   from rembert_t5x import eval as eval_lib  # pylint: disable=g-import-not-at-top
   from rembert_t5x import io_utils  # pylint: disable=g-import-not-at-top
   from rembert_t5x import train  # pylint: disable=g-import-not-at-top
@@ -359,25 +500,36 @@ def run_point(workdir: str, point: GridPoint, config, pretrained: str,
     shutil.rmtree(model_dir)
   model = make_model(spec, config)
   lengths = {"input_tokens": spec.length}
+  steps = resolve_steps(spec)
+  period = checkpoint_period(spec, steps)
   start = time.time()
   metrics = train.train(
       str(model_dir), model=model, mixture_or_task_name=spec.train_task,
-      task_feature_lengths=lengths, train_steps=spec.train_steps,
+      task_feature_lengths=lengths, train_steps=steps,
       batch_size=spec.batch_size, learning_rate=point.learning_rate,
-      warmup_steps=spec.train_steps // 10, checkpoint_period=spec.train_steps,
-      log_period=max(1, min(50, spec.train_steps)), seed=point.seed,
+      warmup_steps=steps // 10, checkpoint_period=period,
+      keep_checkpoints=math.ceil(steps / period) + 1,
+      log_period=max(1, min(50, steps)), seed=point.seed,
       data_seed=point.seed, init_checkpoint=pretrained, progress_bar=False)
-  params = train.load_params(str(model_dir))
-  task_metrics = eval_lib.evaluate_params(model, params, spec.eval_mixture,
-                                          split, lengths)
+  step_dir, selection = eval_lib.select_checkpoint(
+      model, str(model_dir), spec.selection_task, "validation", lengths)
+  params = train.load_params(str(step_dir))
+  evaluations = {}
+  for ev in spec.evaluations:
+    results = eval_lib.evaluate_params(model, params, ev.mixture, ev.split,
+                                       lengths)
+    evaluations[ev.family] = {
+        "mixture": ev.mixture, "split": ev.split,
+        "tasks": {t: m for t, m in sorted(results.items())
+                  if _in_family(t, ev.family)}}
   record = {
       "task": spec.name, "learning_rate": point.learning_rate,
       "seed": point.seed, "train_language": spec.train_language,
-      "split": split, "train_steps": spec.train_steps,
+      "train_task": spec.train_task, "train_steps": steps,
+      "batch_size": spec.batch_size, "checkpoint_period": period,
       "final_loss": metrics.get("loss"),
       "seconds": round(time.time() - start, 1),
-      "languages": {eval_lib.task_language(t): m
-                    for t, m in sorted(task_metrics.items())}}
+      "selection": selection, "evaluations": evaluations}
   if not keep_checkpoints:
     shutil.rmtree(model_dir)
   io_utils.atomic_write_text(path, json.dumps(record, indent=1) + "\n")
@@ -386,7 +538,8 @@ def run_point(workdir: str, point: GridPoint, config, pretrained: str,
 
 def run_local(workdir: str, points: Sequence[GridPoint], config,
               pretrained: str, title: str, log: Callable[[str], None] = print,
-              keep_checkpoints: bool = False) -> Dict[str, Any]:
+              keep_checkpoints: bool = False,
+              paper: Optional[Mapping[str, float]] = None) -> Dict[str, Any]:
   """Runs every grid point without results yet, then aggregates them all."""
   records = []
   for i, point in enumerate(points):
@@ -394,12 +547,11 @@ def run_local(workdir: str, points: Sequence[GridPoint], config,
     if path.exists():
       log(f"[{i + 1}/{len(points)}] {point.key}: done, skipped")
     else:
-      log(f"[{i + 1}/{len(points)}] {point.key}: fine-tuning "
-          f"{point.task.train_steps} steps")
+      log(f"[{i + 1}/{len(points)}] {point.key}: fine-tuning")
       run_point(workdir, point, config, pretrained,
                 keep_checkpoints=keep_checkpoints)
     records.append(json.loads(path.read_text()))
-  return write_outputs(workdir, records, title)
+  return write_outputs(workdir, records, title, paper)
 
 
 def _gin_str(key: str, value: str) -> str:
@@ -412,47 +564,48 @@ def _gin_str(key: str, value: str) -> str:
 
 def t5x_commands(workdir: str, points: Sequence[GridPoint], model_gin: str,
                  pretrained: str) -> List[str]:
-  """One `t5x.train` and one `t5x.eval` command per grid point.
+  """Shell lines for T5X: per grid point train, select, evaluate.
 
-  The seed goes to T5X's `RANDOM_SEED` macro (t5x/configs/runs/finetune.gin
-  binds `train.random_seed = %RANDOM_SEED`; init and dropout) and to the
-  training data's shuffle seed (`train/utils.DatasetConfig.seed`, None in
-  T5X's finetune.gin, i.e. a new order each run). TRAIN_STEPS counts
-  fine-tuning steps only (finetune_base.gin restores no step), so the last
-  checkpoint is `checkpoint_<TRAIN_STEPS>`. Evaluation uses the dev
-  sets ('validation'), as the paper reports; T5X's train also evaluates
-  every EVAL_PERIOD steps on the English dev set for checkpoint selection.
+  - `t5x.train` with the grid's run file: TRAIN_STEPS is derived there from
+    the training set's size, BATCH_SIZE and EPOCHS (`protocol.train_steps`),
+    a checkpoint is saved and the English dev task is evaluated by inference
+    every epoch (EVAL_PERIOD); LEARNING_RATE and BATCH_SIZE come from the
+    grid. The seed goes to T5X's RANDOM_SEED (init and dropout) and to the
+    training data's shuffle seed (`train/utils.DatasetConfig.seed`, None in
+    T5X's finetune.gin, i.e. a new order each run).
+  - `protocol select` reads MODEL_DIR/inference_eval/<English dev>-metrics.jsonl
+    and prints the best checkpoint's path (into $BEST).
+  - one `t5x.eval` per family, on the family's split, with $BEST.
+  The first line is `set -e`: pipe the output to `bash`.
   """
-  lines = []
+  lines = ["set -e"]
   for p in points:
     spec = p.task
     if not spec.run_file:
-      lines.append(f"# {p.key}: no T5X run file for {spec.name} yet, skipped")
+      lines.append(f"# {p.key}: no T5X run file for {spec.name}, skipped")
       continue
     model_dir = f"{workdir.rstrip('/')}/runs/{p.key}"
-    # Steps, warm-up (10%) and decay are passed explicitly: the run files'
-    # values assume their own batch size.
-    steps = spec.train_steps
-    warmup = steps // 10
     common = ["--gin_search_paths=.", f"--gin_file={model_gin}"]
-    train_cmd = ["python", "-m", "t5x.train", *common,
-                 f"--gin_file={spec.run_file}",
-                 _gin_str("INITIAL_CHECKPOINT_PATH", pretrained),
-                 _gin_str("MODEL_DIR", model_dir),
-                 f"--gin.LEARNING_RATE={p.learning_rate!r}",
-                 f"--gin.BATCH_SIZE={spec.batch_size}",
-                 f"--gin.TRAIN_STEPS={steps}",
-                 f"--gin.WARMUP_STEPS={warmup}",
-                 f"--gin.DECAY_FACTOR={1 / (steps - warmup):.6e}",
-                 f"--gin.RANDOM_SEED={p.seed}",
-                 f"--gin.train/utils.DatasetConfig.seed={p.seed}"]
-    eval_cmd = ["python", "-m", "t5x.eval", *common,
-                f"--gin_file={spec.eval_file}",
-                _gin_str("CHECKPOINT_PATH", f"{model_dir}/checkpoint_{steps}"),
-                _gin_str("EVAL_OUTPUT_DIR", f"{model_dir}/eval"),
-                _gin_str("utils.DatasetConfig.split", "validation")]
-    lines.append(" ".join(train_cmd))
-    lines.append(" ".join(eval_cmd))
+    lines.append(f"# {p.key}")
+    lines.append(" ".join([
+        "python", "-m", "t5x.train", *common, f"--gin_file={spec.run_file}",
+        _gin_str("INITIAL_CHECKPOINT_PATH", pretrained),
+        _gin_str("MODEL_DIR", model_dir),
+        f"--gin.LEARNING_RATE={p.learning_rate!r}",
+        f"--gin.BATCH_SIZE={spec.batch_size}",
+        f"--gin.EPOCHS={spec.epochs}",
+        f"--gin.RANDOM_SEED={p.seed}",
+        f"--gin.train/utils.DatasetConfig.seed={p.seed}"]))
+    lines.append(" ".join([
+        "BEST=$(python", "-m", "rembert_t5x.protocol", "select",
+        f"--metrics_dir={model_dir}/inference_eval",
+        f"--task={spec.selection_task}", f"--checkpoint_dir={model_dir})"]))
+    for ev in spec.evaluations:
+      lines.append(" ".join([
+          "python", "-m", "t5x.eval", *common, f"--gin_file={ev.eval_file}",
+          "--gin.CHECKPOINT_PATH=\"'$BEST'\"",
+          _gin_str("EVAL_OUTPUT_DIR", f"{model_dir}/eval_{ev.family}"),
+          _gin_str("utils.DatasetConfig.split", ev.split)]))
   return lines
 
 
@@ -482,6 +635,9 @@ def main(argv=None) -> None:
   parser.add_argument("--vocab_size", type=int, default=None,
                       help="override VOCAB_SIZE (demo: the synthetic one)")
   parser.add_argument("--keep_checkpoints", action="store_true")
+  parser.add_argument("--paper_results", default=None,
+                      help="JSON file {family: score, 'average': score} of "
+                      "reference numbers shown beside ours (none built in)")
   args = parser.parse_args(argv)
   try:
     _main(args)
@@ -490,7 +646,21 @@ def main(argv=None) -> None:
     sys.exit(2)
 
 
+def read_paper_results(path: str) -> Dict[str, float]:
+  """{family or 'average': number} from a JSON file; errors name the file."""
+  try:
+    data = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
+  except (OSError, ValueError) as e:
+    raise cli.UserError(f"{path}: cannot read a JSON object ({e})") from e
+  if not isinstance(data, dict) or not all(
+      isinstance(v, (int, float)) and not isinstance(v, bool)
+      for v in data.values()):
+    raise cli.UserError(f"{path}: expected an object of family -> number")
+  return {str(k): float(v) for k, v in data.items()}
+
+
 def _main(args) -> None:
+  paper = read_paper_results(args.paper_results) if args.paper_results else None
   tasks = experiment_tasks(args.experiment)
   if args.tasks:
     unknown = set(args.tasks.split(",")) - set(tasks)
@@ -528,8 +698,8 @@ def _main(args) -> None:
     config = dataclasses.replace(config, vocab_size=vocab_size)
   table = run_local(args.workdir, points, config, args.pretrained,
                     f"Sweep {args.experiment} ({model_gin})",
-                    keep_checkpoints=args.keep_checkpoints)
-  print(markdown(table, f"Sweep {args.experiment}"))
+                    keep_checkpoints=args.keep_checkpoints, paper=paper)
+  print(markdown(table, f"Sweep {args.experiment}", paper))
 
 
 if __name__ == "__main__":

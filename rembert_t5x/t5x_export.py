@@ -9,10 +9,15 @@ own `t5x.checkpoints.Checkpointer` as `OUTPUT_DIR/checkpoint_0`, which is what
 `--gin.INITIAL_CHECKPOINT_PATH` of the `finetune_*.gin` run files (or
 `pretrain_mlm.gin`, to continue pre-training) takes.
 
+The exported config pads the vocabulary as the T5X run files do
+(`VOCAB_PAD_MULTIPLE = partitioning.T5X_VOCAB_PAD_MULTIPLE`): padded rows are
+appended as zeros.
+
 The optimizer state must have the structure of the run that restores it
 (unless, like `finetune_base.gin`, it skips `state/.*`): it is the
-optimizer of `gin_configs/runs/pretrain_mlm.gin` and `finetune_base.gin`
-(clip_by_global_norm + adamw with a learning-rate schedule), at step 0 with
+optimizer of `gin_configs/runs/train_base.gin`, which `pretrain_mlm.gin`
+and `finetune_base.gin` include (`rembert_t5x.optimizer.adamw`: clipping +
+AdamW with BERT's decay mask and a learning-rate schedule), at step 0 with
 zero moments. (T5X's Adafactor is not offered: it needs factorisation rules
 for RemBERT's extra axis names, which no run file defines.)
 
@@ -20,6 +25,7 @@ T5X is not on PyPI; it is imported only inside the functions here, and a
 missing T5X is a `cli.UserError` saying how to install it.
 """
 
+import dataclasses
 from typing import Any, Optional
 
 import numpy as np
@@ -27,7 +33,9 @@ import numpy as np
 from rembert_t5x import checkpoint_conversion as cc
 from rembert_t5x import checkpoint_io
 from rembert_t5x import cli
+from rembert_t5x import layer_stacking
 from rembert_t5x import network
+from rembert_t5x import partitioning
 
 UserError = cli.UserError
 
@@ -50,24 +58,19 @@ def _import_t5x():
 
 
 def make_optimizer(name: str):
-  """The T5X optimizer def: `adamw` as in pretrain_mlm.gin."""
+  """The T5X optimizer def of train_base.gin: `adamw` over our `adamw()`."""
   _import_t5x()
   # pylint: disable=g-import-not-at-top
-  import optax
   from t5x import optimizers
-  from t5x import utils
+  from rembert_t5x import optimizer as rembert_optimizer
   # pylint: enable=g-import-not-at-top
   if name == "adamw":
-    # The values of gin_configs/runs/pretrain_mlm.gin; the optimizer state
-    # (step 0, zero moments, the schedule's count) does not depend on them,
-    # only its structure does, and that is the pre-training run's.
-    schedule = utils.create_learning_rate_scheduler(
-        factors="linear_decay", base_learning_rate=2e-4, warmup_steps=15000,
-        decay_factor=5.730659e-07, min_learning_rate=0.0)
-    return optimizers.chain([
-        optax.clip_by_global_norm(1.0),
-        optax.adamw(learning_rate=schedule, b1=0.9, b2=0.999, eps=1e-6,
-                    weight_decay=0.01)])
+    # What gin_configs/runs/train_base.gin binds, with pretrain_mlm.gin's
+    # schedule. The optimizer state written here (step 0, zero moments, the
+    # schedule's count) depends on the structure only, not on these values.
+    schedule = rembert_optimizer.learning_rate_schedule(
+        2e-4, total_steps=1_760_000, warmup_steps=15_000)
+    return optimizers.OptaxWrapper(rembert_optimizer.adamw(schedule))
   raise UserError(f"--optimizer={name!r}: expected one of {OPTIMIZERS}")
 
 
@@ -90,17 +93,10 @@ def make_partitioner(num_partitions: int = 1):
 
 def _config(source: checkpoint_io.OrbaxParams,
             gin_file: Optional[str]) -> network.RemBertConfig:
-  shapes = {n: source.shape(n) for n in source.names()}
-  if gin_file:
-    return checkpoint_io._gin_config(gin_file)  # pylint: disable=protected-access
-  if source.model_dir and (source.model_dir / checkpoint_io.CONFIG_FILE
-                           ).is_file():
-    return checkpoint_io.read_config_file(
-        source.model_dir / checkpoint_io.CONFIG_FILE)
-  try:
-    return cc.config_from_shapes(shapes, str(source.step_dir))
-  except ValueError as e:
-    raise UserError(str(e)) from e
+  """The checkpoint's config with the T5X run files' vocabulary padding."""
+  config = checkpoint_io.checkpoint_config(source, gin_file)
+  return dataclasses.replace(
+      config, vocab_pad_multiple=partitioning.T5X_VOCAB_PAD_MULTIPLE)
 
 
 def build_train_state(params: dict, config: network.RemBertConfig,
@@ -165,7 +161,7 @@ def t5x_native(checkpoint_dir: str, output_dir: str, *,
       `checkpoint_0/` (T5X's Checkpointer format), `rembert_config.json`
       and the source's vocabulary (`sentencepiece.model`) if it has one.
     gin_file: the model gin file (otherwise `rembert_config.json` beside the
-      checkpoint, else the config the shapes determine).
+      checkpoint).
     optimizer: `adamw` (pretrain_mlm.gin's; the only one).
     overwrite: replace a non-empty `output_dir`.
   """
@@ -179,7 +175,14 @@ def t5x_native(checkpoint_dir: str, output_dir: str, *,
   # pylint: enable=g-import-not-at-top
   source = checkpoint_io.OrbaxParams(checkpoint_dir)
   config = _config(source, gin_file)
-  params = train.load_params(str(source.step_dir))
+  loaded = cc.flatten(train.load_params(str(source.step_dir)))
+  word = loaded.get("encoder/embeddings/word_embeddings/embedding")
+  rows_added = 0 if word is None else config.padded_vocab_size - word.shape[0]
+  # Padded as the T5X run files pad, in the layout the config (SCAN_LAYERS)
+  # asks for, whatever the checkpoint's.
+  params = layer_stacking.to_layout(cc.unflatten(cc.resize_vocab_params(
+      loaded, config.padded_vocab_size)), config)
+  del loaded
   state = build_train_state(params, config, optimizer)
   del params
   leaves = jax.tree_util.tree_leaves(state.params)
@@ -190,13 +193,13 @@ def t5x_native(checkpoint_dir: str, output_dir: str, *,
     checkpointer.save(state)
     if not (tmp / "checkpoint_0").is_dir():
       raise RuntimeError(f"T5X's Checkpointer wrote no checkpoint_0 in {tmp}")
-    checkpoint_io._write_config(tmp, config)  # pylint: disable=protected-access
+    checkpoint_io.write_config(tmp, config)
     # Beside checkpoint_0, where the gin hook vocabulary.checkpoint_vocabulary
     # finds it from INITIAL_CHECKPOINT_PATH.
     vocab_file = checkpoint_io.checkpoint_vocabulary(source)
     checkpoint_io.copy_vocabulary(vocab_file, tmp)
   return checkpoint_io.Summary(
-      str(output_dir), cc.Head.MASKED_LM.value, tensors, count, 0, {},
+      str(output_dir), cc.Head.MASKED_LM.value, tensors, count, rows_added, {},
       checkpoint_io.peak_rss_bytes() / 2**20,
       checkpoint_io.written_vocabulary(vocab_file, output_dir))
 

@@ -18,6 +18,8 @@ SeqIO tasks through the model's feature converter. Writes to MODEL_DIR:
   sentencepiece.model    the task's vocabulary; runs started from this
                          MODEL_DIR (or from a converted checkpoint holding
                          one) use it unless $REMBERT_SPM_PATH is set
+  rembert_config.json    the network config (what the checkpoint converters
+                         read: the parameter shapes alone do not determine it)
 
 Restarting with the same MODEL_DIR resumes from the latest checkpoint, with
 the same data order (the input pipeline is deterministic and skips what the
@@ -33,6 +35,7 @@ SIGKILL itself inside the checkpoint save of step N, after every file is
 written and just before orbax's rename commits the checkpoint.
 """
 
+import importlib
 import json
 import os
 import pathlib
@@ -50,6 +53,7 @@ import seqio
 import tensorflow as tf
 import tqdm
 
+from rembert_t5x import checkpoint_io
 from rembert_t5x import cli
 from rembert_t5x import configs
 from rembert_t5x import io_utils
@@ -72,6 +76,17 @@ def check_model_dir(model_dir: str) -> pathlib.Path:
     raise cli.UserError(f"MODEL_DIR {model_dir} is not writable: "
                         f"{e.strerror or e}") from e
   return path
+
+
+def import_task_module(module: Optional[str]) -> None:
+  """Imports the module that registers the task (T5X's MIXTURE_OR_TASK_MODULE)."""
+  if not module:
+    return
+  try:
+    importlib.import_module(module)
+  except ImportError as e:
+    raise cli.UserError(f"MIXTURE_OR_TASK_MODULE {module!r} cannot be "
+                        f"imported: {_first_line(e)}") from e
 
 
 def get_task_or_mixture(name: str):
@@ -295,6 +310,22 @@ def _complete_steps(root: pathlib.Path) -> list[tuple[int, pathlib.Path]]:
                 if p.name.isdigit() and (p / "default").is_dir())
 
 
+def checkpoint_dirs(path: str) -> list[tuple[int, pathlib.Path]]:
+  """(step, dir) of every complete checkpoint under a MODEL_DIR, oldest first.
+
+  Checkpoint selection (`eval.select_checkpoint`) scores each of them.
+  """
+  root = pathlib.Path(path)
+  if (root / "checkpoints").is_dir():
+    root = root / "checkpoints"
+  if not root.is_dir():
+    raise cli.UserError(f"checkpoint {path}: no such directory")
+  steps = _complete_steps(root)
+  if not steps:
+    raise cli.UserError(f"checkpoint {path}: no checkpoint found in {root}")
+  return steps
+
+
 def latest_checkpoint_dir(path: str) -> pathlib.Path:
   """The newest complete checkpoint under a MODEL_DIR or checkpoints dir."""
   root = pathlib.Path(path)
@@ -369,6 +400,7 @@ def train(
     *,
     model=gin.REQUIRED,
     mixture_or_task_name: str = gin.REQUIRED,
+    mixture_or_task_module: Optional[str] = None,
     task_feature_lengths: dict = gin.REQUIRED,
     train_steps: int = gin.REQUIRED,
     batch_size: int = 8,
@@ -397,6 +429,8 @@ def train(
     model_dir: output directory (created; must be writable).
     model: a `models.RemBert*Model`.
     mixture_or_task_name: registered SeqIO task or mixture.
+    mixture_or_task_module: a module to import first, which registers it
+      (e.g. 'rembert_tasks').
     task_feature_lengths: e.g. {"input_tokens": 128}.
     train_steps: total optimizer steps.
     batch_size: examples per step (split into `grad_accum_steps` micro
@@ -426,6 +460,7 @@ def train(
                         f"grad_accum_steps {grad_accum_steps}")
   crash_kind, crash_step = _crash_hook()
   out_dir = check_model_dir(model_dir)
+  import_task_module(mixture_or_task_module)
   get_task_or_mixture(mixture_or_task_name)  # fail early on a typo
   # The vocabulary of the checkpoint the run starts from (or resumes), before
   # the tasks' lazy vocabularies are first read.
@@ -473,6 +508,9 @@ def train(
     start = int(state.step)
     logging.info("Resumed from %s at step %d", out_dir / "checkpoints", start)
   io_utils.atomic_write_text(out_dir / "config.gin", gin.operative_config_str())
+  # For the checkpoint converters: the parameter shapes alone do not give the
+  # config (attention kernels join heads x head_dim).
+  checkpoint_io.write_config(out_dir, model.config)
   if crash_kind == "save":
     _arm_crash_in_save(crash_step)
 
@@ -553,7 +591,7 @@ def train(
 
 def main(args: cli.GinArgs) -> None:
   configs.parse_gin(args.gin_files, args.bindings,
-                    search_paths=args.search_paths)
+                    search_paths=args.search_paths, read_macros=["MODEL_DIR"])
   try:
     model_dir = gin.query_parameter("MODEL_DIR/macro.value")
   except ValueError as e:

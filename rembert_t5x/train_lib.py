@@ -17,6 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from rembert_t5x import models
+from rembert_t5x import optimizer
 from rembert_t5x import partitioning
 
 PyTree = Any
@@ -24,54 +26,8 @@ P = jax.sharding.PartitionSpec
 
 
 # ----------------------------------------------------------------------------
-# Optimizer: BERT's AdamW with warm-up, linear decay and clipping.
+# Optimizer: the one AdamW of `optimizer.py` (shared with the T5X gin files).
 # ----------------------------------------------------------------------------
-
-
-def learning_rate_schedule(learning_rate: float, warmup_steps: int,
-                           total_steps: int) -> optax.Schedule:
-  """Linear warm-up to `learning_rate`, then linear decay to 0 (BERT)."""
-  warmup_steps = max(0, min(warmup_steps, total_steps))
-  warmup = optax.linear_schedule(0.0, learning_rate, max(warmup_steps, 1))
-  decay = optax.linear_schedule(learning_rate, 0.0,
-                                max(total_steps - warmup_steps, 1))
-  return optax.join_schedules([warmup, decay], [warmup_steps])
-
-
-def _decay_mask(params: PyTree) -> PyTree:
-  """Weight decay on kernels and embeddings only, not biases or LayerNorms.
-
-  This is BERT's (and the RemBERT code's) exclusion list.
-  """
-  flat = flax.traverse_util.flatten_dict(params)
-  mask = {k: not (k[-1] in ("bias", "scale", "decoder_bias")
-                  or any("layer_norm" in part for part in k))
-          for k in flat}
-  return flax.traverse_util.unflatten_dict(mask)
-
-
-def clip_by_global_norm(max_norm: float) -> optax.GradientTransformation:
-  """Global-norm clipping as one scalar factor: g * min(1, max_norm / |g|).
-
-  The same clipping as `optax.clip_by_global_norm` (and its state,
-  `optax.EmptyState`), written as a multiplication by a scalar so that XLA
-  fuses it into the Adam moment updates instead of materialising a clipped
-  copy of every gradient first: the update is ~1.7x faster on CPU at 193M
-  parameters (benchmarks/RESULTS.md, v3).
-  """
-
-  def init_fn(params):
-    del params
-    return optax.EmptyState()
-
-  def update_fn(updates, state, params=None):
-    del params
-    norm = optax.tree.norm(updates)
-    factor = jnp.where(norm < max_norm, 1.0, max_norm / norm)
-    return jax.tree_util.tree_map(
-        lambda g: g * factor.astype(g.dtype), updates), state
-
-  return optax.GradientTransformation(init_fn, update_fn)
 
 
 def make_optimizer(
@@ -84,14 +40,11 @@ def make_optimizer(
     b2: float = 0.999,
     eps: float = 1e-6,
 ) -> tuple[optax.GradientTransformation, optax.Schedule]:
-  """AdamW (paper Table 14 defaults) with global-norm clipping."""
-  schedule = learning_rate_schedule(learning_rate, warmup_steps, total_steps)
-  parts = []
-  if clip_norm:
-    parts.append(clip_by_global_norm(clip_norm))
-  parts.append(optax.adamw(schedule, b1=b1, b2=b2, eps=eps,
-                           weight_decay=weight_decay, mask=_decay_mask))
-  return optax.chain(*parts), schedule
+  """`optimizer.adamw` over `optimizer.learning_rate_schedule`, and the schedule."""
+  schedule = optimizer.learning_rate_schedule(learning_rate, total_steps,
+                                              warmup_steps)
+  return optimizer.adamw(schedule, b1=b1, b2=b2, eps=eps,
+                         weight_decay=weight_decay, clip_norm=clip_norm), schedule
 
 
 # ----------------------------------------------------------------------------
@@ -127,10 +80,10 @@ def param_shardings(params_axes: PyTree, mesh: jax.sharding.Mesh,
                     shapes: Optional[PyTree] = None) -> PyTree:
   """NamedShardings from the logical axes.
 
-  With `shapes`, a dimension that its mesh axes do not divide evenly (the
-  250,300-row vocabulary over 8 model shards, say) is replicated instead, with
-  a log line; JAX refuses uneven shardings, and we keep the vocabulary unpadded
-  so checkpoints match the paper and Hugging Face exactly.
+  With `shapes`, a dimension that its mesh axes do not divide evenly (an
+  unpadded 250,300-row vocabulary over 8 model shards, say) is replicated
+  instead, with a log line; JAX refuses uneven shardings. T5X has no such
+  fallback: `RemBertConfig.vocab_pad_multiple` pads the vocabulary instead.
   """
   shardings = nn.logical_to_mesh_sharding(logical_specs(params_axes), mesh,
                                           rules)
@@ -152,6 +105,24 @@ def param_shardings(params_axes: PyTree, mesh: jax.sharding.Mesh,
     return jax.sharding.NamedSharding(mesh, P(*spec))
 
   return jax.tree_util.tree_map(fit, shardings, shapes)
+
+
+def opt_state_shardings(tx: optax.GradientTransformation, params: PyTree,
+                        p_shardings: PyTree,
+                        mesh: jax.sharding.Mesh) -> PyTree:
+  """Shardings of `tx`'s state: each params-shaped tree (Adam's moments) as
+  the params, the rest (step counts) replicated.
+
+  Stated explicitly because `tx.init` builds the moments as zeros that do
+  not depend on the params' values, and XLA left to itself replicates them:
+  two full float32 copies of the model on every device (measured with
+  `benchmarks/scale_plan.py`: 9.9 instead of 6.0 GB per device for RemBERT at
+  model parallelism 2). T5X derives the same axes for its optimizer state.
+  """
+  replicated = jax.sharding.NamedSharding(mesh, P())
+  return optax.tree_map_params(
+      tx, lambda _, sharding: sharding, jax.eval_shape(tx.init, params),
+      p_shardings, transform_non_params=lambda _: replicated)
 
 
 def batch_sharding(mesh: jax.sharding.Mesh) -> jax.sharding.NamedSharding:
@@ -204,10 +175,8 @@ def init_train_state(
     params = jax.device_put(params, p_shardings)
   replicated = jax.sharding.NamedSharding(mesh, P())
   with jax.set_mesh(mesh):
-    opt_state = jax.jit(tx.init)(params)
-  opt_state = jax.tree_util.tree_map(
-      lambda x: x if len(x.sharding.device_set) == mesh.size
-      else jax.device_put(x, replicated), opt_state)
+    opt_state = jax.jit(tx.init, out_shardings=opt_state_shardings(
+        tx, params, p_shardings, mesh))(params)
   step = jax.device_put(jnp.zeros((), jnp.int32), replicated)
   state = TrainState(step=step, params=params, opt_state=opt_state)
   shardings = jax.tree_util.tree_map(lambda x: x.sharding, state)
@@ -219,23 +188,34 @@ def _split_microbatches(batch, num):
       lambda x: x.reshape((num, x.shape[0] // num) + x.shape[1:]), batch)
 
 
+def _merge_metrics(stacked, num):
+  """Merges `num` stacked clu metric maps (leading axis) into one map."""
+  merged = jax.tree_util.tree_map(lambda x: x[0], stacked)
+  for i in range(1, num):
+    nxt = jax.tree_util.tree_map(lambda x, i=i: x[i], stacked)
+    merged = {k: m.merge(nxt[k]) for k, m in merged.items()}
+  return merged
+
+
 def make_train_step(model, tx: optax.GradientTransformation,
                     schedule: optax.Schedule, grad_accum_steps: int = 1,
                     skip_nonfinite: bool = False):
   """A jittable `(state, batch, rng) -> (state, metrics)`.
 
   With `grad_accum_steps > 1` the batch is split into that many micro
-  batches whose gradients are averaged (a `lax.scan`, so memory is that of
-  one micro batch). With `skip_nonfinite`, a step whose loss or gradient is
-  NaN/inf leaves params and optimizer state unchanged (the step counter still
-  advances, so the data order stays that of an uninterrupted run).
+  batches whose gradients are summed (a `lax.scan`, so memory is that of
+  one micro batch). Every row first gets the whole batch's total loss weight
+  (`models.with_full_batch_loss_weight`), so the micro batch losses are
+  shares of the full batch's mean and the summed gradient is the full
+  batch's, also for tagging with uneven weights. With `skip_nonfinite`, a
+  step whose loss or gradient is NaN/inf leaves params and optimizer state
+  unchanged (the step counter still advances, so the data order stays that
+  of an uninterrupted run).
   """
 
   def loss_and_grads(params, batch, rng):
-    def loss_fn(p):
-      loss, metrics = model.loss_fn(p, batch, rng)
-      return loss, {k: m.compute() for k, m in metrics.items()}
-    (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+    (loss, metrics), grads = jax.value_and_grad(
+        model.loss_fn, has_aux=True)(params, batch, rng)
     return loss, metrics, grads
 
   def train_step(state: TrainState, batch, rng):
@@ -243,23 +223,23 @@ def make_train_step(model, tx: optax.GradientTransformation,
     if grad_accum_steps == 1:
       loss, metrics, grads = loss_and_grads(state.params, batch, rng)
     else:
+      batch = models.with_full_batch_loss_weight(model, batch)
       micro = _split_microbatches(batch, grad_accum_steps)
 
       def body(carry, xs):
         i, mb = xs
         loss, metrics, grads = loss_and_grads(
             state.params, mb, jax.random.fold_in(rng, i))
-        acc = jax.tree_util.tree_map(jnp.add, carry, (loss, metrics, grads))
-        return acc, None
+        carry = jax.tree_util.tree_map(jnp.add, carry, (loss, grads))
+        return carry, metrics
 
       zeros = jax.tree_util.tree_map(
-          jnp.zeros_like,
-          jax.eval_shape(lambda: loss_and_grads(
-              state.params, jax.tree_util.tree_map(lambda x: x[0], micro), rng)))
-      total, _ = jax.lax.scan(
+          lambda x: jnp.zeros(x.shape, x.dtype), (
+              jax.ShapeDtypeStruct((), jnp.float32), state.params))
+      (loss, grads), stacked = jax.lax.scan(
           body, zeros, (jnp.arange(grad_accum_steps), micro))
-      loss, metrics, grads = jax.tree_util.tree_map(
-          lambda x: x / grad_accum_steps, total)
+      metrics = _merge_metrics(stacked, grad_accum_steps)
+    metrics = {k: m.compute() for k, m in metrics.items()}
     grad_norm = optax.tree.norm(grads)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)

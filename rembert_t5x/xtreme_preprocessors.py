@@ -1,5 +1,5 @@
-"""Preprocessors, postprocessors and metrics for XTREME classification,
-tagging and retrieval.
+"""Preprocessors and postprocessors for XTREME classification, tagging and
+retrieval (retrieval scoring: `rembert_t5x.retrieval_metrics`).
 
 Task features follow docs/DESIGN.md:
 
@@ -19,23 +19,24 @@ the PassThrough vocabularies of the output features):
     sequence such as a `[batch, 1]` array row).
   token tagging: one tag id per sub-token position, aligned with
     `input_tokens` (length = the model's input length; positions past the
-    example's own length are ignored).
+    example's own length are ignored). Long sentences are split into
+    several examples (`split_long_sentences`); the tagging metrics join
+    them back (`WholeSentences`).
   retrieval: one float vector per example (the pooled sentence embedding).
 """
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import seqio
 import tensorflow as tf
 
-from rembert_t5x import metrics as metrics_lib
+from rembert_t5x import retrieval_metrics
 from rembert_t5x import vocabulary as vocab_lib
-from rembert_t5x import xtreme_readers
 
 # Retrieval `targets[0]`: which side of a parallel corpus a sentence is on.
-SIDE_SOURCE = 0   # the non-English sentence
-SIDE_ENGLISH = 1
+SIDE_SOURCE = retrieval_metrics.SIDE_SOURCE   # the non-English sentence
+SIDE_ENGLISH = retrieval_metrics.SIDE_ENGLISH
 
 
 class DefaultVocabulary(seqio.Vocabulary):
@@ -166,11 +167,14 @@ def encode_sentence_pair(ex: Dict[str, tf.Tensor],
     {"input_tokens": [2, 41, 9, 77, 3, 12, 9, 80, 3],
      "token_types":  [0, 0, 0, 0, 0, 1, 1, 1, 1],
      "label": 0,
-     "targets": [0]}
+     "targets": [0],
+     "sentence1": "The cat sat.", "sentence2": "A cat sits."}
 
   Over-long pairs are truncated longest-first, as BERT does. The model
   trains on the scalar `label`; the rank-1 `targets` copy is what seqio's
-  evaluator (and so `t5x.eval`) decodes for metrics.
+  evaluator (and so `t5x.eval`) decodes for metrics. The texts (and an
+  `index` from `add_example_index`, when present) stay for readable
+  predictions (`rembert_t5x.t5x_infer`); feature converters drop them.
 
   Raises:
     tf.errors.InvalidArgumentError: `label` outside [0, num_classes).
@@ -195,7 +199,30 @@ def encode_sentence_pair(ex: Dict[str, tf.Tensor],
       # Rank-1 copy for seqio's evaluator and T5X, which decode predictions
       # and targets through the `targets` output feature.
       "targets": label[None],
+      "sentence1": ex["sentence1"],
+      "sentence2": ex["sentence2"],
+      **_kept_index(ex),
   }
+
+
+def _kept_index(ex: Mapping[str, Any]) -> Dict[str, Any]:
+  return {"index": ex["index"]} if "index" in ex else {}
+
+
+def add_example_index(dataset: tf.data.Dataset) -> tf.data.Dataset:
+  """Numbers the examples of a split in order: adds `index` (int32).
+
+  Input:  {"sentence1": "a", ...}, {"sentence1": "b", ...}, ...
+  Output: {"sentence1": "a", ..., "index": 0}, {..., "index": 1}, ...
+
+  XTREME's pair and tagging data have no example ids; the index is the
+  example's position in the split (in a sharded run, in the shard), which
+  readable predictions report as the example id. Not a per-example map: it
+  must run before anything that drops, adds or reorders examples.
+  """
+  return dataset.enumerate().map(
+      lambda i, ex: {**ex, "index": tf.cast(i, tf.int32)},
+      num_parallel_calls=tf.data.AUTOTUNE)
 
 
 @seqio.map_over_dataset
@@ -261,6 +288,7 @@ def align_word_tags(ex: Dict[str, tf.Tensor],
      "targets":      [0,   1,  0,    2,      0,     0],
      "weights":      [0.,  1., 0.,   1.,     1.,    0.],
      "tokens": ..., "tags": ...}   # word-level copies for evaluation
+  (plus `index`, from `add_example_index`, when present).
 
   Only first sub-tokens carry a loss (weight 1); other sub-tokens, [CLS] and
   [SEP] get weight 0 and target 0. A word that tokenises to nothing (e.g.
@@ -306,14 +334,109 @@ def align_word_tags(ex: Dict[str, tf.Tensor],
   flat_ids = flat_ids[:keep]
 
   input_tokens = tf.concat([[ids.cls], flat_ids, [ids.sep]], 0)
-  return {
+  out = {
       "input_tokens": input_tokens,
       "token_types": tf.zeros_like(input_tokens),
       "targets": tf.concat([[0], targets, [0]], 0),
       "weights": tf.concat([[0.0], weights, [0.0]], 0),
       "tokens": words,
       "tags": tags,
+      **_kept_index(ex),
   }
+  if CHUNK_INDEX in ex:  # set by split_long_sentences
+    out[CHUNK_INDEX] = ex[CHUNK_INDEX]
+  return out
+
+
+# --- Long sentences: XTREME's panx_tokenize / udpos_tokenize ---------------
+# XTREME never truncates a tagging example: `utils_preprocess.py` splits a
+# sentence before the word whose sub-tokens would overflow max_len - 2 and
+# makes each part an example of its own, for training and evaluation alike.
+# Its scorer (`evaluate.py` on the files `run_tag.py` writes with
+# `save_predictions`) puts the parts back together, one sequence per original
+# sentence, so seqeval sees whole sentences; the metric functions here do the
+# same (`WholeSentences`).
+
+CHUNK_INDEX = "chunk_index"
+
+
+def sentence_chunk_ids(piece_counts: tf.Tensor, budget: int) -> tf.Tensor:
+  """Chunk number of every word under XTREME's greedy split.
+
+  A chunk takes words while their sub-tokens fit in `budget`; the word that
+  would overflow starts the next chunk. A word with no sub-token counts as
+  one ([UNK], as `align_word_tags` encodes it). A word longer than the budget
+  on its own gets a chunk to itself (XTREME replaces such a word by [UNK];
+  here it keeps its first `budget` sub-tokens, the first one labelled).
+
+  Args:
+    piece_counts: int32 [num_words], sub-tokens per word.
+    budget: sub-tokens per chunk (sequence length - 2).
+
+  Returns:
+    int32 [num_words] chunk ids 0, 0, ..., 1, ... (non-decreasing).
+  """
+  counts = tf.maximum(tf.cast(piece_counts, tf.int32), 1)
+
+  def step(state, count):
+    used, chunk = state[0], state[1]
+    overflow = tf.logical_and(used > 0, used + count > budget)
+    chunk = chunk + tf.cast(overflow, tf.int32)
+    used = tf.where(overflow, count, used + count)
+    return tf.stack([used, chunk])
+
+  states = tf.scan(step, counts, initializer=tf.zeros([2], tf.int32))
+  return tf.reshape(states, [-1, 2])[:, 1]
+
+
+def split_long_sentences(dataset: tf.data.Dataset,
+                         sequence_length: Mapping[str, int],
+                         output_features: Mapping[str, seqio.Feature],
+                         ) -> tf.data.Dataset:
+  """Splits tagging sentences into parts that fit the sequence length.
+
+  Not a per-example map: one sentence may become several examples.
+  Input (words and word-level tags, e.g. with room for 3 sub-tokens and
+  "Angela" -> 2 pieces, the others -> 1):
+    {"tokens": ["Angela", "Merkel", "spoke", "."], "tags": [1, 2, 0, 0]}
+  Output:
+    {"tokens": ["Angela", "Merkel"], "tags": [1, 2], "chunk_index": 0}
+    {"tokens": ["spoke", "."], "tags": [0, 0], "chunk_index": 1}
+  Scalar features (such as `add_example_index`'s `index`) are copied to
+  every part; other per-word features are dropped. Run `align_word_tags` after it; every word
+  then has its first sub-token in some example.
+
+  Raises:
+    tf.errors.InvalidArgumentError: `tokens` and `tags` differ in length.
+  """
+  vocab = output_features["input_tokens"].vocabulary
+  budget = _input_length(sequence_length, minimum=3) - 2
+
+  def chunks(ex):
+    words, tags = ex["tokens"], ex["tags"]
+    same_length = tf.debugging.assert_equal(
+        tf.size(words), tf.size(tags),
+        message="fields 'tokens' and 'tags' differ in length")
+    with tf.control_dependencies([same_length]):
+      pieces = vocab.encode_tf(words)
+    if isinstance(pieces, tf.RaggedTensor):
+      counts = pieces.row_lengths()
+    else:  # every word the same number of pieces
+      counts = tf.fill([tf.shape(pieces)[0]], tf.shape(pieces)[1])
+    chunk_ids = sentence_chunk_ids(counts, budget)
+    num_chunks = tf.reduce_max(tf.concat([chunk_ids + 1, [0]], 0))
+
+    def one(k):
+      k = tf.cast(k, tf.int32)
+      keep = tf.equal(chunk_ids, k)
+      scalars = {key: value for key, value in ex.items()
+                 if key not in ("tokens", "tags") and value.shape.rank == 0}
+      return {**scalars, "tokens": tf.boolean_mask(words, keep),
+              "tags": tf.boolean_mask(tags, keep), CHUNK_INDEX: k}
+
+    return tf.data.Dataset.range(tf.cast(num_chunks, tf.int64)).map(one)
+
+  return dataset.flat_map(chunks)
 
 
 def split_parallel_pairs(dataset: tf.data.Dataset,
@@ -389,12 +512,22 @@ def pair_label_postprocessor(output: Any, example: Optional[Mapping] = None,
   return _as_class_id(output)
 
 
+class ContinuedSentence(list):
+  """Word tags of an example that continues the previous example's sentence.
+
+  What `TaggingPostprocessor` returns for the parts after the first of a
+  sentence split by `split_long_sentences`; `join_sentence_parts` appends
+  them to the part before. A plain list to any other consumer.
+  """
+
+
 class TaggingPostprocessor:
   """Turns sub-token tag predictions and targets into word-level tag names.
 
   Targets come from the example's word-level `tags` (all words, even those
   cut by truncation); predictions from the first sub-token of each word,
-  with `fill_tag` for words that did not fit in the sequence.
+  with `fill_tag` for words that did not fit in the sequence. Parts of a
+  split sentence after the first come back as `ContinuedSentence`.
   """
 
   def __init__(self, label_names: Sequence[str],
@@ -417,11 +550,15 @@ class TaggingPostprocessor:
                        "(its 'tags' and 'weights').")
     gold = [int(t) for t in np.asarray(example["tags"]).reshape(-1)]
     if is_target:
-      return [self._name(t) for t in gold]
-    predicted = word_level_predictions(
-        np.asarray(output).reshape(-1), np.asarray(example["weights"]),
-        len(gold))
-    return [self._name(t) for t in predicted]
+      names = [self._name(t) for t in gold]
+    else:
+      predicted = word_level_predictions(
+          np.asarray(output).reshape(-1), np.asarray(example["weights"]),
+          len(gold))
+      names = [self._name(t) for t in predicted]
+    if int(example.get(CHUNK_INDEX, 0)) > 0:
+      return ContinuedSentence(names)
+    return names
 
 
 def retrieval_postprocessor(output: Any, example: Optional[Mapping] = None,
@@ -435,195 +572,45 @@ def retrieval_postprocessor(output: Any, example: Optional[Mapping] = None,
 
 
 # --- Metric functions (seqio signature: targets, predictions) --------------
-# Accuracy and entity F1 are `rembert_t5x.metrics.accuracy_metric` and
-# `entity_f1_metric`; only the word-level flattening for POS lives here.
 
 
-def word_accuracy(targets: Sequence[Sequence[str]],
-                  predictions: Sequence[Sequence[Optional[str]]]
-                  ) -> Dict[str, float]:
-  """seqio metric for POS: accuracy (percent) over all words.
+def join_sentence_parts(sequences: Sequence[Sequence[Any]]
+                        ) -> List[List[Any]]:
+  """Puts split sentences back together: one list per original sentence.
 
-  Words cut by truncation are predicted as None and so count as wrong.
+  Each `ContinuedSentence` is appended to the sequence before it (SeqIO keeps
+  the dataset order, so the parts of a sentence are adjacent).
+
+  Raises:
+    ValueError: the first sequence continues a sentence that is not there.
   """
-  flat_targets = [t for sentence in targets for t in sentence]
-  flat_predictions = [p for sentence in predictions for p in sentence]
-  return metrics_lib.accuracy_metric(flat_targets, flat_predictions)
+  joined = []
+  for sequence in sequences:
+    if isinstance(sequence, ContinuedSentence):
+      if not joined:
+        raise ValueError("the first tagging example continues a sentence "
+                         "whose first part is missing.")
+      joined[-1].extend(sequence)
+    else:
+      joined.append(list(sequence))
+  return joined
 
 
-# --- Retrieval scoring (pure numpy) ----------------------------------------
+class WholeSentences:
+  """Wraps a seqio metric fn so it sees whole sentences, as XTREME scores.
 
-
-def _normalise_rows(x: np.ndarray) -> np.ndarray:
-  x = np.asarray(x, dtype=np.float64)
-  if x.ndim != 2:
-    raise ValueError(f"embeddings must be [num_sentences, dim], got shape "
-                     f"{x.shape}.")
-  norms = np.linalg.norm(x, axis=1, keepdims=True)
-  return x / np.maximum(norms, 1e-12)
-
-
-def cosine_similarity(queries: np.ndarray, candidates: np.ndarray
-                      ) -> np.ndarray:
-  """[num_queries, num_candidates] cosine similarities."""
-  return _normalise_rows(queries) @ _normalise_rows(candidates).T
-
-
-def nearest_neighbour_accuracy(queries: np.ndarray,
-                               candidates: np.ndarray) -> float:
-  """Share of queries i whose cosine nearest candidate is candidate i.
-
-  Tatoeba scoring: XTREME queries with the English sentences and searches
-  the other language (`tatoeba_metric` does the same). Ties go to the
-  lowest index.
-  """
-  if len(queries) != len(candidates) or len(queries) == 0:
-    raise ValueError(
-        f"need equally many (> 0) queries and candidates, got "
-        f"{len(queries)} and {len(candidates)}.")
-  nearest = np.argmax(cosine_similarity(queries, candidates), axis=1)
-  return float(np.mean(nearest == np.arange(len(queries))))
-
-
-def _group_by_side(targets, predictions) -> Tuple[np.ndarray, np.ndarray]:
-  """Stacks (side, index)-keyed embeddings into source and English matrices."""
-  sides = {SIDE_SOURCE: {}, SIDE_ENGLISH: {}}
-  for (side, index), embedding in zip(targets, predictions):
-    if side not in sides:
-      raise ValueError(f"retrieval target side {side} is not 0 or 1.")
-    if index in sides[side]:
-      raise ValueError(f"retrieval target {(side, index)} appears twice.")
-    sides[side][index] = np.asarray(embedding, dtype=np.float64)
-  source, english = sides[SIDE_SOURCE], sides[SIDE_ENGLISH]
-  if sorted(source) != sorted(english) or not source:
-    raise ValueError("retrieval needs the same (non-empty) set of pair "
-                     "indices on both sides.")
-  order = sorted(source)
-  return (np.stack([source[i] for i in order]),
-          np.stack([english[i] for i in order]))
-
-
-def tatoeba_metric(targets: Sequence[Tuple[int, int]],
-                   predictions: Sequence[np.ndarray]) -> Dict[str, float]:
-  """Tatoeba accuracy (percent): English queries, nearest source sentence."""
-  source, english = _group_by_side(targets, predictions)
-  return {"accuracy": 100.0 * nearest_neighbour_accuracy(english, source)}
-
-
-def margin_candidates(source: np.ndarray, target: np.ndarray,
-                      k: int = 4) -> List[Tuple[int, int, float]]:
-  """Bitext mining candidates by ratio margin, as XTREME's BUCC scripts.
-
-  The score of a pair is cos(x, y) divided by the mean of the average cosine
-  of x's k nearest targets and y's k nearest sources (Artetxe & Schwenk
-  2019). Each source proposes its best target and each target its best
-  source; candidates are then taken greedily by descending score so that
-  every sentence is used at most once (XTREME's "max" retrieval).
-
-  Args:
-    source: [num_source, dim] embeddings.
-    target: [num_target, dim] embeddings.
-    k: neighbourhood size (4 in XTREME).
-
-  Returns:
-    [(source_index, target_index, score)], best first.
-  """
-  similarity = cosine_similarity(source, target)
-  k_fwd = min(k, similarity.shape[1])
-  k_bwd = min(k, similarity.shape[0])
-  fwd_mean = -np.mean(np.sort(-similarity, axis=1)[:, :k_fwd], axis=1)
-  bwd_mean = -np.mean(np.sort(-similarity, axis=0)[:k_bwd, :], axis=0)
-  margin = similarity / ((fwd_mean[:, None] + bwd_mean[None, :]) / 2.0)
-  # XTREME scores only each side's k nearest neighbours; a best margin lies
-  # among them, so restricting the argmax to them gives the same proposals.
-  fwd_nn = np.argsort(-similarity, axis=1)[:, :k_fwd]
-  bwd_nn = np.argsort(-similarity, axis=0)[:k_bwd, :]
-  proposals = []
-  for i in range(similarity.shape[0]):
-    j = fwd_nn[i][np.argmax(margin[i, fwd_nn[i]])]
-    proposals.append((margin[i, j], i, int(j)))
-  for j in range(similarity.shape[1]):
-    i = bwd_nn[:, j][np.argmax(margin[bwd_nn[:, j], j])]
-    proposals.append((margin[i, j], int(i), j))
-  proposals.sort(key=lambda p: -p[0])
-  used_source, used_target, chosen = set(), set(), []
-  for score, i, j in proposals:
-    if i not in used_source and j not in used_target:
-      used_source.add(i)
-      used_target.add(j)
-      chosen.append((i, j, float(score)))
-  return chosen
-
-
-def bucc_f1(candidates: Sequence[Tuple[Any, Any, float]],
-            gold: Sequence[Tuple[Any, Any]],
-            threshold: Optional[float] = None) -> Dict[str, float]:
-  """Precision / recall / F1 (percent) of mined pairs against gold pairs.
-
-  With `threshold=None` the threshold maximising F1 on this gold is chosen
-  (XTREME does this on the BUCC dev gold, then reuses it on test); pairs
-  scoring at least the threshold count as extracted.
-
-  Args:
-    candidates: (source_id, target_id, score) triples.
-    gold: (source_id, target_id) gold pairs.
-    threshold: fixed score threshold, or None to optimise it.
-
-  Returns:
-    {"precision", "recall", "f1", "threshold"}.
-  """
-  gold_set = set(gold)
-  if not gold_set:
-    raise ValueError("bucc_f1 needs at least one gold pair.")
-  ranked = sorted(candidates, key=lambda c: -c[2])
-  if threshold is None:
-    best_f1, threshold, correct = -1.0, float("inf"), 0
-    for n, (s, t, score) in enumerate(ranked, start=1):
-      correct += int((s, t) in gold_set)
-      if correct == 0:
-        continue
-      f1 = 2.0 * correct / (n + len(gold_set))
-      if f1 > best_f1:
-        best_f1 = f1
-        # Midway to the next score, so the cut is not on a tie boundary.
-        following = ranked[n][2] if n < len(ranked) else score - 1.0
-        threshold = (score + following) / 2.0
-  extracted = [(s, t) for s, t, score in ranked if score >= threshold]
-  correct = sum(int(p in gold_set) for p in extracted)
-  precision = correct / len(extracted) if extracted else 0.0
-  recall = correct / len(gold_set)
-  f1 = (2 * precision * recall / (precision + recall)) if correct else 0.0
-  return {"precision": 100.0 * precision, "recall": 100.0 * recall,
-          "f1": 100.0 * f1, "threshold": float(threshold)}
-
-
-class BuccMetric:
-  """seqio metric fn for BUCC: mines pairs from embeddings, scores vs gold.
-
-  Targets are (side, index) with index the row of the sentence in its BUCC
-  file; the files are read when the metric is computed to map rows back to
-  BUCC ids and to load the gold pairs.
+  Example: `WholeSentences(metrics.entity_f1_metric)` scores PAN-X with
+  seqeval over the original sentences, not over the parts
+  `split_long_sentences` made.
   """
 
-  def __init__(self, source_path: str, english_path: str, gold_path: str,
-               k: int = 4):
-    self.paths = (source_path, english_path)
-    self.gold_path = gold_path
-    self.k = k
+  def __init__(self, metric_fn):
+    self.metric_fn = metric_fn
+    self.__name__ = getattr(metric_fn, "__name__", type(self).__name__)
 
   def __call__(self, targets, predictions) -> Dict[str, float]:
-    ids = [[i for i, _ in xtreme_readers.read_bucc_sentences(p)]
-           for p in self.paths]
-    by_side = ({}, {})
-    for (side, index), embedding in zip(targets, predictions):
-      by_side[side][index] = embedding
-    orders = [sorted(rows) for rows in by_side]
-    candidates = margin_candidates(
-        np.stack([by_side[0][i] for i in orders[0]]),
-        np.stack([by_side[1][i] for i in orders[1]]), self.k)
-    named = [(ids[0][orders[0][i]], ids[1][orders[1][j]], score)
-             for i, j, score in candidates]
-    return bucc_f1(named, xtreme_readers.read_bucc_gold(self.gold_path))
+    return self.metric_fn(join_sentence_parts(targets),
+                          join_sentence_parts(predictions))
 
 
 # --- Output features and idempotent registration ---------------------------
@@ -635,28 +622,74 @@ def _ids(size: int) -> seqio.Vocabulary:
   return seqio.PassThroughVocabulary(size=size, eos_id=None)
 
 
-def pair_output_features(vocabulary: seqio.Vocabulary, num_classes: int
+class LabelVocabulary(seqio.PassThroughVocabulary):
+  """Class or tag ids that pass through unchanged, plus their names.
+
+  Decoding stays the identity: seqio's evaluator decodes predictions through
+  the `targets` vocabulary and the postprocessors expect ids. The names are
+  for readable predictions: T5X's infer hands its `write_fn` only this
+  vocabulary, so it is where a writer finds "entailment" for class 0
+  (`rembert_t5x.t5x_infer`).
+  """
+
+  def __init__(self, names: Sequence[str]):
+    self.names = tuple(str(n) for n in names)
+    # eos_id=None, as `_ids`: id 0 is a real class.
+    super().__init__(size=len(self.names), eos_id=None)
+
+  def name(self, label_id: int) -> str:
+    if not 0 <= label_id < len(self.names):
+      raise ValueError(f"predicted id {label_id} is outside the "
+                       f"{len(self.names)} labels {list(self.names)}.")
+    return self.names[label_id]
+
+  def __eq__(self, other):
+    return super().__eq__(other) and getattr(other, "names", None) == self.names
+
+  def __hash__(self):
+    return hash(self.names)
+
+  def __str__(self) -> str:
+    return f"LabelVocabulary({list(self.names)})"
+
+
+def _labels(labels: Union[int, Sequence[str]]) -> LabelVocabulary:
+  if isinstance(labels, int):
+    labels = [str(i) for i in range(labels)]
+  return LabelVocabulary(labels)
+
+
+def pair_output_features(vocabulary: seqio.Vocabulary,
+                         labels: Union[int, Sequence[str]]
                          ) -> Dict[str, seqio.Feature]:
   """input_tokens, token_types, targets ([label], for the evaluator).
 
   The scalar `label` the model trains on travels as an extra feature; seqio's
   evaluator measures every output feature's length, so output features are
   rank 1.
+
+  Args:
+    vocabulary: the SentencePiece vocabulary.
+    labels: the class names in id order (or a count: names "0", "1", ...).
   """
   return {
       "input_tokens": seqio.Feature(vocabulary, add_eos=False),
       "token_types": seqio.Feature(_ids(2), add_eos=False),
-      "targets": seqio.Feature(_ids(num_classes), add_eos=False),
+      "targets": seqio.Feature(_labels(labels), add_eos=False),
   }
 
 
-def tagging_output_features(vocabulary: seqio.Vocabulary, num_tags: int
+def tagging_output_features(vocabulary: seqio.Vocabulary,
+                            labels: Union[int, Sequence[str]]
                             ) -> Dict[str, seqio.Feature]:
-  """input_tokens, token_types, targets (tag ids), weights (float32)."""
+  """input_tokens, token_types, targets (tag ids), weights (float32).
+
+  `labels`: the tag names in id order (or a count: names "0", "1", ...).
+  """
   return {
       "input_tokens": seqio.Feature(vocabulary, add_eos=False),
       "token_types": seqio.Feature(_ids(2), add_eos=False),
-      "targets": seqio.Feature(_ids(num_tags), add_eos=False),
+      "targets": seqio.Feature(_labels(labels), add_eos=False),
       "weights": seqio.Feature(_ids(2), add_eos=False, dtype=tf.float32),
   }
 

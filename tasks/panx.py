@@ -12,10 +12,14 @@ blank line between sentences; a raw "{lang}:" token prefix is stripped)
 under the prefix "rembert_local_"; registered on import when
 $REMBERT_XTREME_DIR is set.
 
-Words are labelled on their first sub-token (xtreme_preprocessors.
-align_word_tags). The model predicts one tag id per sub-token position;
-the postprocessor reads them back per word, and words cut by truncation are
-predicted "O". Metric: entity-level F1 (seqeval, IOB2), percent.
+Sentences longer than the sequence length are split into parts that fit,
+as XTREME's `panx_tokenize` preprocessing does (xtreme_preprocessors.
+split_long_sentences), so no word is lost. Words are labelled on their first
+sub-token (xtreme_preprocessors.align_word_tags). The model predicts one tag
+id per sub-token position; the postprocessor reads them back per word, and
+the metric puts the parts of a sentence back together before scoring, as
+XTREME's `evaluate.py` does. Metric: entity-level F1 (seqeval, IOB2),
+percent.
 """
 
 import functools
@@ -41,11 +45,13 @@ XTREME_DIR_ENV = "REMBERT_XTREME_DIR"
 def _register(source_for, vocabulary, prefix, languages) -> List[str]:
   vocabulary = vocabulary or xp.DefaultVocabulary()
   common = dict(
-      output_features=xp.tagging_output_features(vocabulary, len(LABELS)),
-      preprocessors=[functools.partial(xp.align_word_tags,
+      output_features=xp.tagging_output_features(vocabulary, LABELS),
+      preprocessors=[xp.add_example_index,
+                     xp.split_long_sentences,
+                     functools.partial(xp.align_word_tags,
                                        num_tags=len(LABELS))],
       postprocess_fn=xp.TaggingPostprocessor(LABELS, fill_tag="O"),
-      metric_fns=[metrics.entity_f1_metric])
+      metric_fns=[xp.WholeSentences(metrics.entity_f1_metric)])
   train_name = f"{prefix}panx_train_en"
   xp.add_task(train_name, source=source_for("train", "en"), **common)
   names = [train_name]

@@ -33,8 +33,9 @@ XTREME_DIR_ENV = "REMBERT_XTREME_DIR"
 def _register(source_for, vocabulary, prefix, languages) -> List[str]:
   vocabulary = vocabulary or xp.DefaultVocabulary()
   common = dict(
-      output_features=xp.pair_output_features(vocabulary, len(LABELS)),
-      preprocessors=[functools.partial(xp.encode_sentence_pair,
+      output_features=xp.pair_output_features(vocabulary, LABELS),
+      preprocessors=[xp.add_example_index,
+                     functools.partial(xp.encode_sentence_pair,
                                        num_classes=len(LABELS))],
       postprocess_fn=xp.pair_label_postprocessor,
       metric_fns=[metrics.accuracy_metric])

@@ -11,7 +11,9 @@ Registered names (prefix "rembert_" by default):
   rembert_tydiqa_train_en    TyDiQA-GoldP train, English questions only
                              (TFDS `tydi_qa/goldp:3.0.0`, whose train split
                              mixes all languages; ids start with the
-                             language name).
+                             language name). The source itself keeps only
+                             English, so its size is the English count that
+                             the fine-tuning steps derive from.
   rembert_tydiqa_{lang}      TyDiQA-GoldP `validation-{lang}`, as "validation".
   rembert_{xquad,mlqa}_zeroshot   SQuAD train + English dev + every
                                   evaluation task; rembert_tydiqa_zeroshot
@@ -19,8 +21,13 @@ Registered names (prefix "rembert_" by default):
 
 Local copies of XTREME's download (`squad/`, `xquad/`, `mlqa/MLQA_V1/`,
 `tydiqa/`, see `LOCAL_FILES`) register under "rembert_local_" on import when
-$REMBERT_XTREME_DIR is set (XTREME strips XQuAD/MLQA test answers, so those
-splits cannot be scored from its download).
+$REMBERT_XTREME_DIR is set. TyDi files are accepted in both of XTREME's
+layouts: the current `tydiqa.goldp.<iso>.{train,dev}.json` and the older
+`tydiqa.en.train.json` / `tydiqa.<iso>.dev.json` (the first that exists is
+read). XTREME blanks the gold answers of what it keeps hidden (XQuAD/MLQA
+test, the current TyDi dev files): reading a file whose answers are all
+blank is an error naming the file (`qa.check_gold_answers`), never a silent
+score of 0.
 
 Each dataset element is one window of a question's context
 (`rembert_t5x.qa.qa_windows_preprocessor`). The model predicts, per window,
@@ -34,7 +41,7 @@ MLQA; plus "xtreme" = (EM + F1) / 2.
 
 import functools
 import os
-from typing import Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import seqio
 import tensorflow as tf
@@ -63,6 +70,12 @@ LOCAL_FILES = {
     "xquad_test": "xquad/xquad.{lang}.json",
     "mlqa_dev": "mlqa/MLQA_V1/dev/dev-context-{lang}-question-{lang}.json",
     "mlqa_test": "mlqa/MLQA_V1/test/test-context-{lang}-question-{lang}.json",
+    "tydiqa_train": "tydiqa/tydiqa-goldp-v1.1-train/tydiqa.goldp.en.train.json",
+    "tydiqa_dev": "tydiqa/tydiqa-goldp-v1.1-dev/tydiqa.goldp.{lang}.dev.json",
+}
+# Older XTREME downloads name the TyDi files without "goldp" (and the train
+# file only for English); read when the current name is absent.
+LOCAL_FILES_OLD = {
     "tydiqa_train": "tydiqa/tydiqa-goldp-v1.1-train/tydiqa.en.train.json",
     "tydiqa_dev": "tydiqa/tydiqa-goldp-v1.1-dev/tydiqa.{lang}.dev.json",
 }
@@ -152,8 +165,10 @@ def _register_family(sources: Mapping[str, Callable[..., seqio.DataSource]],
       return ()
     return (functools.partial(keep_tydiqa_language, lang=lang),)
 
+  # The English-only train source needs no filter (see
+  # `tydiqa_english_train_source`).
   tydi_train = add(f"{prefix}tydiqa_train_en", "tydiqa_train", "en",
-                   metrics.squad_metric, "raise", tydi_filters("en"))
+                   metrics.squad_metric, "raise")
   tydi = [add(f"{prefix}tydiqa_{lang}", "tydiqa", lang, metrics.squad_metric,
               "ignore", tydi_filters(lang)) for lang in languages["tydiqa"]]
 
@@ -185,7 +200,9 @@ def register_qa(vocabulary: Optional[seqio.Vocabulary] = None,
       "squad_dev": tfds("squad/v1.1:3.0.0", ("validation",)),
       "xquad": tfds("xquad/{lang}:3.0.0", ("test",)),
       "mlqa": tfds("mlqa/{lang}:1.0.0", ("validation", "test")),
-      "tydiqa_train": tfds("tydi_qa/goldp:3.0.0", ("train",)),
+      "tydiqa_train": lambda lang: (
+          tydiqa_english_train_source(),
+          "tfds:tydi_qa/goldp:3.0.0[train, english]"),
       "tydiqa": lambda lang: (
           seqio.TfdsDataSource("tydi_qa/goldp:3.0.0",
                                splits={"validation": f"validation-{lang}"}),
@@ -199,18 +216,49 @@ def register_qa(vocabulary: Optional[seqio.Vocabulary] = None,
                 max_answer_length, n_best), tydiqa_filter=True)
 
 
-def squad_file_source(paths: Mapping[str, str]) -> seqio.DataSource:
+def first_existing(candidates: Sequence[str]) -> str:
+  """The first of `candidates` that exists (else the first, which then
+  fails to read with its name)."""
+  for path in candidates:
+    if tf.io.gfile.exists(path):
+      return path
+  return candidates[0]
+
+
+def squad_file_source(paths: Mapping[str, Union[str, Sequence[str]]]
+                      ) -> seqio.DataSource:
   """A seqio source over SQuAD-format JSON files, one per split.
 
+  Each split names its file, or candidate files (see `first_existing`).
   Files are read (and validated) when a split's dataset is built, so
   registering never touches the disk.
   """
+  candidates = {split: [p] if isinstance(p, str) else list(p)
+                for split, p in paths.items()}
 
   def dataset_fn(split, shuffle_files, seed=None):
     del shuffle_files, seed  # One file per split: nothing to shuffle.
-    return qa.squad_file_dataset(paths[split])
+    return qa.squad_file_dataset(first_existing(candidates[split]))
 
   return seqio.FunctionDataSource(dataset_fn, splits=tuple(paths))
+
+
+def tydiqa_english_train_source(name: str = "tydi_qa/goldp:3.0.0"
+                                ) -> seqio.DataSource:
+  """TFDS TyDiQA-GoldP train, English questions only, as a source.
+
+  The filter lives in the source (not in a preprocessor) so that the
+  source's example count, which the fine-tuning steps derive from
+  (`protocol.train_steps`), is the English count.
+  """
+  tfds_source = seqio.TfdsDataSource(name, splits=("train",))
+
+  def dataset_fn(split, shuffle_files, seed=None):
+    ds = tfds_source.get_dataset(split=split, shuffle=shuffle_files,
+                                 seed=seed)
+    return keep_tydiqa_language(ds, "en")
+
+  return seqio.FunctionDataSource(dataset_fn, splits=("train",))
 
 
 def register_qa_local(data_dir: str,
@@ -228,9 +276,12 @@ def register_qa_local(data_dir: str,
 
   def files(**split_keys):
     def source(lang):
-      paths = {split: os.path.join(data_dir, LOCAL_FILES[key].format(
-          lang=lang)) for split, key in split_keys.items()}
-      return squad_file_source(paths), ", ".join(paths.values())
+      paths = {split: [os.path.join(data_dir, table[key].format(lang=lang))
+                       for table in (LOCAL_FILES, LOCAL_FILES_OLD)
+                       if key in table]
+               for split, key in split_keys.items()}
+      return squad_file_source(paths), " | ".join(
+          p for candidates in paths.values() for p in candidates)
     return source
 
   sources = {

@@ -2,9 +2,12 @@
 
 Each task yields one example per sentence, `[CLS] sentence [SEP]`, with
 `targets = [side, index]` (side 0 = the non-English sentence, 1 = English;
-index = the pair / row number). The model returns one pooled embedding per
-example (XTREME mean-pools an intermediate layer; the model class decides)
-and the metric compares the two sides.
+index = the pair / row number). The model (models.RemBertRetrievalModel)
+returns one embedding per example, the mean of the hidden states after
+layer L/2 + 2 as XTREME does (network.RemBertForRetrieval), and the metric
+(rembert_t5x.retrieval_metrics) compares the two sides by cosine. Run with
+gin_configs/runs/eval_tatoeba.gin / eval_bucc.gin (t5x.eval) or
+local_eval_retrieval.gin (python -m rembert_t5x.eval).
 
 Registered names (prefix "rembert_" by default):
 
@@ -13,7 +16,7 @@ Registered names (prefix "rembert_" by default):
                              here as "test"), 36 XTREME languages.
   rembert_tatoeba_zeroshot   all Tatoeba tasks.
   Metric: accuracy (percent) of cosine nearest neighbour, English queries
-  against the other language, as XTREME.
+  against the other language, as XTREME (one direction).
 
 Local-file copies (prefix "rembert_local_"; registered on import when
 $REMBERT_XTREME_DIR is set):
@@ -36,6 +39,7 @@ from typing import List, Mapping, Optional
 
 import seqio
 
+from rembert_t5x import retrieval_metrics
 from rembert_t5x import xtreme_preprocessors as xp
 from rembert_t5x import xtreme_readers
 
@@ -75,7 +79,7 @@ def register_tatoeba(vocabulary: Optional[seqio.Vocabulary] = None,
     source = seqio.TfdsDataSource(f"tatoeba/tatoeba_{lang}:1.0.0",
                                   splits={"test": "train"})
     names.append(_add(f"{prefix}tatoeba_{lang}", source, vocabulary,
-                      [xp.split_parallel_pairs], xp.tatoeba_metric))
+                      [xp.split_parallel_pairs], retrieval_metrics.tatoeba_metric))
   xp.add_mixture(f"{prefix}tatoeba_zeroshot", names)
   return names
 
@@ -96,7 +100,7 @@ def register_tatoeba_local(data_dir: str,
     source = xtreme_readers.parallel_source(
         *xtreme_readers.tatoeba_files(data_dir, lang3), split="test")
     names.append(_add(f"{prefix}tatoeba_{lang}", source, vocabulary, [],
-                      xp.tatoeba_metric))
+                      retrieval_metrics.tatoeba_metric))
   xp.add_mixture(f"{prefix}tatoeba_zeroshot", names)
   return names
 
@@ -112,7 +116,7 @@ def register_bucc_local(data_dir: str,
     files = xtreme_readers.bucc_files(data_dir, lang, "dev")
     source = xtreme_readers.bucc_source(files["source"], files["target"],
                                         split="validation")
-    metric = xp.BuccMetric(files["source"], files["target"], files["gold"])
+    metric = retrieval_metrics.BuccMetric(files["source"], files["target"], files["gold"])
     names.append(_add(f"{prefix}bucc_{lang}", source, vocabulary, [],
                       metric))
   xp.add_mixture(f"{prefix}bucc_zeroshot", names)

@@ -131,16 +131,19 @@ def register_synthetic(manifest: Dict[str, Any], prefix: str = PREFIX,
 
   family("pair", lambda paths, lang: xtreme_readers.pair_source(
       paths, PAIR_LABEL_IDS), dict(
-          output_features=xp.pair_output_features(vocabulary, 2),
-          preprocessors=[functools.partial(xp.encode_sentence_pair,
+          output_features=xp.pair_output_features(
+              vocabulary, xtreme_readers.PAWSX_LABELS),
+          preprocessors=[xp.add_example_index,
+                         functools.partial(xp.encode_sentence_pair,
                                            num_classes=2)],
           postprocess_fn=xp.pair_label_postprocessor,
           metric_fns=[metrics.accuracy_metric]))
   family("tag", lambda paths, lang: xtreme_readers.tagging_source(
       paths, synthetic.TAGS, strip_prefix=f"{lang}:"), dict(
           output_features=xp.tagging_output_features(
-              vocabulary, len(synthetic.TAGS)),
-          preprocessors=[functools.partial(xp.align_word_tags,
+              vocabulary, synthetic.TAGS),
+          preprocessors=[xp.add_example_index,
+                         functools.partial(xp.align_word_tags,
                                            num_tags=len(synthetic.TAGS))],
           postprocess_fn=xp.TaggingPostprocessor(synthetic.TAGS, fill_tag="O"),
           metric_fns=[metrics.entity_f1_metric]))

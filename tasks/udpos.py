@@ -20,9 +20,13 @@ blank line between sentences) under the prefix "rembert_local_", with
 validation and test splits; registered on import when $REMBERT_XTREME_DIR is
 set.
 
-The model predicts one tag id per sub-token position (first sub-token of
-each word is scored). Metric: accuracy over words (percent); words cut by
-truncation count as wrong.
+Sentences longer than the sequence length are split into parts that fit,
+as XTREME's `udpos_tokenize` preprocessing does (xtreme_preprocessors.
+split_long_sentences), so no word is lost; the metrics put the parts back
+together. The model predicts one tag id per sub-token position (the first
+sub-token of each word is scored). Metrics (metrics.pos_metric, percent):
+"f1", seqeval's F1 over the UPOS tag sequences, which is what XTREME's
+`evaluate.py` reports for UD-POS, and "accuracy" over words.
 """
 
 import functools
@@ -31,6 +35,7 @@ from typing import List, Optional, Sequence
 
 import seqio
 
+from rembert_t5x import metrics
 from rembert_t5x import xtreme_preprocessors as xp
 from rembert_t5x import xtreme_readers
 
@@ -65,12 +70,14 @@ def _register(source_for, vocabulary, prefix, languages,
               extra_preprocessors) -> List[str]:
   vocabulary = vocabulary or xp.DefaultVocabulary()
   common = dict(
-      output_features=xp.tagging_output_features(vocabulary, len(LABELS)),
+      output_features=xp.tagging_output_features(vocabulary, LABELS),
       preprocessors=[*extra_preprocessors,
+                     xp.add_example_index,
+                     xp.split_long_sentences,
                      functools.partial(xp.align_word_tags,
                                        num_tags=len(LABELS))],
-      postprocess_fn=xp.TaggingPostprocessor(LABELS, fill_tag=None),
-      metric_fns=[xp.word_accuracy])
+      postprocess_fn=xp.TaggingPostprocessor(LABELS, fill_tag="O"),
+      metric_fns=[xp.WholeSentences(metrics.pos_metric)])
   train_name = f"{prefix}udpos_train_en"
   xp.add_task(train_name, source=source_for("train", "en"), **common)
   names = [train_name]

@@ -33,19 +33,21 @@ XTREME_DIR_ENV = "REMBERT_XTREME_DIR"
 def _register(source_for, vocabulary, prefix, languages,
               train_preprocessors, eval_preprocessors) -> List[str]:
   vocabulary = vocabulary or xp.DefaultVocabulary()
-  features = xp.pair_output_features(vocabulary, len(LABELS))
+  features = xp.pair_output_features(vocabulary, LABELS)
   encode = functools.partial(xp.encode_sentence_pair, num_classes=len(LABELS))
   common = dict(output_features=features,
                 postprocess_fn=xp.pair_label_postprocessor,
                 metric_fns=[metrics.accuracy_metric])
   train_name = f"{prefix}xnli_train_en"
   xp.add_task(train_name, source=source_for("train", "en"),
-              preprocessors=[*train_preprocessors, encode], **common)
+              preprocessors=[*train_preprocessors, xp.add_example_index,
+                             encode], **common)
   names = [train_name]
   for lang in languages:
     name = f"{prefix}xnli_{lang}"
     xp.add_task(name, source=source_for("eval", lang),
-                preprocessors=[*eval_preprocessors(lang), encode], **common)
+                preprocessors=[*eval_preprocessors(lang),
+                               xp.add_example_index, encode], **common)
     names.append(name)
   xp.add_mixture(f"{prefix}xnli_zeroshot", names)
   return names

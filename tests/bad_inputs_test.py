@@ -17,9 +17,11 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 import sentencepiece as spm
+import seqio
 
 from rembert_t5x import cli
 from rembert_t5x import configs
+from rembert_t5x import eval as eval_lib
 from rembert_t5x import io_utils
 from rembert_t5x import metrics
 from rembert_t5x import models
@@ -143,6 +145,45 @@ def test_unknown_task(run_gin, tmp_path, capsys):
   assert "unknown task or mixture 'no_such_task'" in err
 
 
+def test_unknown_task_named_by_macro(tmp_path, capsys):
+  """MIXTURE_OR_TASK_NAME on a shipped run file: the task it names is used."""
+  err = _cli_error(train.main, [
+      "--gin_file=gin_configs/runs/local_tiny_pretrain.gin",
+      f"--gin.MODEL_DIR='{tmp_path / 'm'}'",
+      "--gin.MIXTURE_OR_TASK_NAME='rembert_no_such_task'",
+      # Registered already (imported above); the file's default module,
+      # rembert_tasks.synthetic, would first generate the synthetic data.
+      "--gin.MIXTURE_OR_TASK_MODULE='rembert_tasks'"], capsys)
+  assert "unknown task or mixture 'rembert_no_such_task'" in err
+  assert not (tmp_path / "m" / "checkpoints").exists()
+
+
+def test_binding_a_macro_the_run_does_not_use(run_gin, tmp_path, capsys):
+  # RUN_GIN names its task directly: gin would define the macro and ignore it.
+  err = _train_error(run_gin, tmp_path / "m", capsys,
+                     "--gin.MIXTURE_OR_TASK_NAME='other_task'")
+  assert ("gin binding \"MIXTURE_OR_TASK_NAME = 'other_task'\": no gin file "
+          "of this run uses the macro MIXTURE_OR_TASK_NAME") in err
+
+
+def test_old_macro_name_points_to_the_new_one(tmp_path, capsys):
+  err = _cli_error(eval_lib.main, [
+      "--gin_file=gin_configs/runs/local_tiny_eval_pair.gin",
+      f"--gin.CHECKPOINT_DIR='{tmp_path}'",
+      f"--gin.EVAL_OUTPUT_DIR='{tmp_path / 'eval'}'"], capsys)
+  assert "uses the macro CHECKPOINT_DIR (did you mean CHECKPOINT_PATH?)" in err
+  assert not (tmp_path / "eval").exists()
+
+
+def test_task_module_not_importable(tmp_path, capsys):
+  err = _cli_error(train.main, [
+      "--gin_file=gin_configs/runs/local_tiny_pretrain.gin",
+      f"--gin.MODEL_DIR='{tmp_path / 'm'}'",
+      "--gin.MIXTURE_OR_TASK_MODULE='no_such_module'"], capsys)
+  assert ("MIXTURE_OR_TASK_MODULE 'no_such_module' cannot be imported: "
+          "No module named 'no_such_module'") in err
+
+
 def test_model_dir_not_set(run_gin, capsys):
   err = _cli_error(train.main, [f"--gin_file={run_gin}"], capsys)
   assert "MODEL_DIR is not set" in err
@@ -185,6 +226,28 @@ def test_task_vocabulary_larger_than_the_model(run_gin, tmp_path, capsys):
   assert ("task test_big_vocab_mlm: its vocabulary has 200 ids but the "
           "model's VOCAB_SIZE is 97") in err
   assert not (tmp_path / "m" / "checkpoints").exists()
+
+
+def test_training_the_retrieval_model(run_gin, tmp_path, capsys):
+  run_gin.write_text(RUN_GIN + (
+      "train.train.model = @models.RemBertRetrievalModel()\n"
+      "models.RemBertRetrievalModel.module = @network.RemBertForRetrieval()\n"))
+  err = _train_error(run_gin, tmp_path / "m", capsys)
+  assert "RemBertRetrievalModel has no training loss" in err
+
+
+def test_retrieval_layer_beyond_the_model(tmp_path, capsys):
+  run = tmp_path / "run.gin"
+  run.write_text(
+      "include 'gin_configs/models/tiny.gin'\n"
+      "include 'gin_configs/runs/local_eval_retrieval.gin'\n"
+      "VOCAB_SIZE = 97\nRETRIEVAL_LAYER = 40\n")
+  err = _cli_error(eval_lib.main, [
+      f"--gin_file={run}", f"--gin.CHECKPOINT_PATH='{tmp_path / 'm'}'",
+      f"--gin.EVAL_OUTPUT_DIR='{tmp_path / 'out'}'"], capsys)
+  assert err == ("error: RemBertForRetrieval.layer must be an integer in "
+                 "[1, 2] (the model's layers), got 40")
+  assert not (tmp_path / "out").exists()
 
 
 def test_checkpoint_of_another_architecture(run_gin, tmp_path, capsys):
@@ -273,6 +336,52 @@ def test_qa_position_beyond_the_sequence():
   with pytest.raises(cli.UserError, match=r"field 'end_positions' has value "
                      r"8 outside the sequence \[0, 8\)"):
     train.check_batch(model, batch, "t", 0)
+
+
+def test_qa_feature_length_shorter_than_the_task_windows(spm_model, tmp_path):
+  """TASK_FEATURE_LENGTHS below the QA task's window length is refused."""
+  import functools  # pylint: disable=g-import-not-at-top
+  from rembert_t5x import xtreme_preprocessors as xp  # pylint: disable=g-import-not-at-top
+  from rembert_tasks import qa as qa_tasks  # pylint: disable=g-import-not-at-top
+  context = "the cat sat on a mat " * 6
+  (tmp_path / "train.json").write_text(json.dumps({"data": [{"paragraphs": [{
+      "context": context, "qas": [{"id": "q1", "question": "the cat sat?",
+                                   "answers": [{"text": "mat",
+                                                "answer_start": 17}]}]}]}]}))
+  xp.add_task(
+      "test_bad_qa_windows",
+      source=qa_tasks.squad_file_source({"train": str(tmp_path / "train.json")}),
+      preprocessors=[functools.partial(
+          qa.qa_windows_preprocessor, max_seq_length=32, doc_stride=8,
+          source=str(tmp_path / "train.json"))],
+      output_features=qa.output_features(
+          vocabulary.RemBertVocabulary(spm_model), 32))
+  model = models.RemBertQAModel(
+      network.RemBertForQuestionAnswering(test_utils.TINY_CONFIG))
+  # The runner (and T5X) give the task the lengths: refused before reading.
+  with pytest.raises(cli.UserError) as e:
+    train.make_dataset(model, "test_bad_qa_windows", {"input_tokens": 16}, 2,
+                       "train", 0, False)
+  assert str(e.value) == (
+      f"task test_bad_qa_windows, split train: {tmp_path / 'train.json'}: "
+      "task_feature_lengths['input_tokens'] = 16 is shorter than this QA "
+      "task's windows (max_seq_length = 32): windows would be cut, losing "
+      "context and answer positions. Set TASK_FEATURE_LENGTHS = "
+      "{'input_tokens': 32} (or register the task with max_seq_length <= 16).")
+  # A dataset built without lengths: the converter refuses the cut.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  windows = seqio.get_mixture_or_task("test_bad_qa_windows").get_dataset(
+      None, split="train", shuffle=False)
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=r"the input_tokens length 16 \(TASK_FEATURE_LENGTHS\) "
+                     r"is shorter than a QA window of\] \[32\] \[tokens;"):
+    list(model.FEATURE_CONVERTER_CLS(pack=False)(windows,
+                                                 {"input_tokens": 16}))
+  # At the window length the same data converts.
+  data = train.make_dataset(model, "test_bad_qa_windows",
+                            {"input_tokens": 32}, 2, "train", 0, False)
+  assert train.next_batch(data, "test_bad_qa_windows", 0)[
+      "input_tokens"].shape == (2, 32)
 
 
 def test_malformed_task_data_while_training(spm_model, tmp_path):
@@ -442,6 +551,14 @@ def test_squad_json(tmp_path, mutate, message):
   with pytest.raises(ValueError) as e:
     qa.read_squad_file(path)
   assert str(e.value).startswith(path) and message in str(e.value)
+
+
+def test_squad_blank_gold_answers(tmp_path):
+  data = _squad(lambda p: p["qas"][0].update(answers=[]))
+  path = _file(tmp_path, "tydiqa.goldp.en.dev.json", json.dumps(data))
+  with pytest.raises(ValueError, match=f"{path}: every one of the 1 questions "
+                     "has blank gold answers"):
+    qa.squad_file_dataset(path)
 
 
 def test_squad_not_json(tmp_path):
@@ -659,6 +776,14 @@ def test_cli_count_params_unknown_binding(tmp_path):
                   "--gin_bindings=network.RemBertConfig.num_layerz = 3"],
                  tmp_path)
   assert "doesn't have a parameter named 'num_layerz'" in line
+
+
+def test_cli_count_params_unused_macro(tmp_path):
+  line = _script(["scripts/count_params.py",
+                  "--gin_file=gin_configs/models/tiny.gin", "--gin.NUM_LAYER=4"],
+                 tmp_path)
+  assert ("gin binding 'NUM_LAYER = 4': no gin file of this run uses the "
+          "macro NUM_LAYER (did you mean NUM_LAYERS?)") in line
 
 
 def test_cli_train_vocab_missing_input_dir(tmp_path):

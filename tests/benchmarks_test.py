@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import attention
 from benchmarks import common
 from benchmarks import input_pipeline
 from benchmarks import scaling
@@ -148,3 +149,11 @@ def test_input_pipeline_json(capsys, tmp_path):
 def test_input_pipeline_fails_clearly_without_data(tmp_path):
   with pytest.raises(SystemExit, match="Tatoeba data not found"):
     input_pipeline.tatoeba_files(tmp_path / "missing")
+
+
+def test_attention_benchmark_runs_every_cpu_implementation():
+  out = attention.run(TINY, batch=2, seq_len=16, steps=1)
+  assert set(out["median_s"]) == {"einsum_forward", "einsum_forward_backward",
+                                  "xla_forward", "xla_forward_backward"}
+  assert all(_positive(t) for t in out["median_s"].values())
+  assert out["max_abs_diff_from_einsum"]["xla"] < 1e-4

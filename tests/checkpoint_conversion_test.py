@@ -70,32 +70,42 @@ def test_tf_skip_reasons():
   assert cc.tf_variable_skip_reason("global_step") == "optimizer state"
 
 
-def test_tf_transforms_are_reshapes_of_in_out_kernels():
+def test_tf_kernels_are_ours_unchanged():
+  """TF1 kernels are [in, out] with heads x head_dim joined, as ours."""
   cfg = test_utils.TINY_CONFIG
   entries = {e.ours: e for e in cc.tf_name_map(cfg)}
-  h, n, d = cfg.emb_dim, cfg.num_heads, cfg.head_dim
+  h, joined = cfg.emb_dim, cfg.num_heads * cfg.head_dim
   rng = np.random.default_rng(0)
-  q = rng.normal(size=(h, n * d)).astype(np.float32)  # TF [in, out]
-  out = rng.normal(size=(n * d, h)).astype(np.float32)
-  wi = rng.normal(size=(h, cfg.mlp_dim)).astype(np.float32)
-  source = cc.DictSource({
-      "q": q, "o": out, "wi": wi})
+  tensors = {"q": rng.normal(size=(h, joined)).astype(np.float32),
+             "o": rng.normal(size=(joined, h)).astype(np.float32),
+             "wi": rng.normal(size=(h, cfg.mlp_dim)).astype(np.float32)}
   pick = lambda path, name: cc.dataclasses.replace(entries[path], hf=name)
-  converted = dict(cc.iter_to_ours(
-      source, [pick("encoder/layers_0/attention/query/kernel", "q"),
-               pick("encoder/layers_0/attention/out/kernel", "o"),
-               pick("encoder/layers_0/mlp/wi/kernel", "wi")],
-      source_name="t"))
-  # x @ kernel must be the same computation in both layouts.
+  picked = [pick("encoder/layers_0/attention/query/kernel", "q"),
+            pick("encoder/layers_0/attention/out/kernel", "o"),
+            pick("encoder/layers_0/mlp/wi/kernel", "wi")]
+  converted = dict(cc.iter_to_ours(cc.DictSource(tensors), picked,
+                                   source_name="t"))
+  for e in picked:
+    np.testing.assert_array_equal(converted[e.ours], tensors[e.hf])
+
+
+def test_hf_attention_kernels_transpose_into_heads_major_joined_axis():
+  """Our joined axis is HF's output axis: head i is columns i*d:(i+1)*d."""
+  cfg = test_utils.TINY_CONFIG
+  entries = {e.ours: e for e in cc.hf_name_map(cfg, cc.Head.ENCODER)}
+  n, d, h = cfg.num_heads, cfg.head_dim, cfg.emb_dim
+  rng = np.random.default_rng(0)
+  hf_q = rng.normal(size=(n * d, h)).astype(np.float32)  # nn.Linear [out, in]
+  e = cc.dataclasses.replace(entries["encoder/layers_0/attention/query/kernel"],
+                             hf="q")
+  ours = dict(cc.iter_to_ours(cc.DictSource({"q": hf_q}), [e],
+                              source_name="t"))[e.ours]
   x = rng.normal(size=(3, h)).astype(np.float32)
-  np.testing.assert_allclose(
-      np.einsum("bh,hnd->bnd", x, converted["encoder/layers_0/attention/query/kernel"]),
-      (x @ q).reshape(3, n, d), atol=1e-4)
-  y = rng.normal(size=(3, n, d)).astype(np.float32)
-  np.testing.assert_allclose(
-      np.einsum("bnd,ndh->bh", y, converted["encoder/layers_0/attention/out/kernel"]),
-      y.reshape(3, n * d) @ out, atol=1e-4)
-  np.testing.assert_array_equal(converted["encoder/layers_0/mlp/wi/kernel"], wi)
+  # HF splits heads as view(..., heads, head_dim) of x @ W^T.
+  np.testing.assert_allclose((x @ ours).reshape(3, n, d),
+                             (x @ hf_q.T).reshape(3, n, d), atol=1e-5)
+  back = dict(cc.iter_from_ours(cc.DictSource({e.ours: ours}), [e]))
+  np.testing.assert_array_equal(back["q"], hf_q)
 
 
 def test_hf_config_round_trip_for_every_paper_size():
@@ -132,7 +142,7 @@ def test_hf_config_errors_name_file_and_field():
     ("tagging", cc.Head.TOKEN_CLASSIFICATION, 5),
     ("qa", cc.Head.QUESTION_ANSWERING, None),
 ])
-def test_config_and_head_from_initialised_params(kind, head, classes):
+def test_head_from_initialised_params(kind, head, classes):
   from rembert_t5x import models  # pylint: disable=g-import-not-at-top
   cfg = test_utils.TINY_CONFIG
   module = models.make_module(kind, cfg, classes)
@@ -140,9 +150,6 @@ def test_config_and_head_from_initialised_params(kind, head, classes):
       jax.random.PRNGKey(0), np.zeros((1, 4), np.int32)))["params"]
   flat = {k: tuple(v.shape) for k, v in cc.flatten(shapes).items()}
   assert cc.head_from_params(flat) == (head, classes)
-  fields = [f for f in cc.ARCHITECTURE_FIELDS
-            if head == cc.Head.MASKED_LM or f != "output_embed_dim"]
-  assert cc.config_mismatch(cc.config_from_shapes(flat, "x"), cfg, fields) is None
   # The HF names of that head are recognised from the HF side too.
   hf_names = [e.hf for e in cc.hf_name_map(cfg, head, num_classes=classes)]
   assert cc.head_from_hf_names(hf_names)[0] == head
@@ -204,3 +211,52 @@ def test_vocabulary_padding_is_stripped_and_restored():
                     "cls.predictions.decoder.weight",
                     "cls.predictions.decoder.bias"):
       np.testing.assert_array_equal(value, padded[name])
+
+
+def test_padded_config_appends_zero_rows_and_strips_them_exactly():
+  """HF (real vocabulary) -> ours padded to 128 rows -> HF is bit-exact."""
+  cfg = cc.dataclasses.replace(test_utils.TINY_CONFIG, vocab_pad_multiple=128)
+  for head, vocab_names in [
+      (cc.Head.MASKED_LM, ("rembert.embeddings.word_embeddings.weight",
+                           "cls.predictions.decoder.weight",
+                           "cls.predictions.decoder.bias")),
+      (cc.Head.ENCODER, ("rembert.embeddings.word_embeddings.weight",))]:
+    entries = cc.hf_name_map(cfg, head)
+    rng = np.random.default_rng(0)
+    hf = {name: rng.normal(size=shape).astype(np.float32)
+          for name, shape in cc.external_specs(entries)}
+    for name in vocab_names:
+      assert hf[name].shape[0] == 97, name
+    ours = cc.hf_to_flat_params(hf, entries)
+    for e in entries:
+      assert ours[e.ours].shape == e.shape, e.ours
+    emb = ours["encoder/embeddings/word_embeddings/embedding"]
+    assert emb.shape == (128, 16) and not emb[97:].any()
+    np.testing.assert_array_equal(emb[:97], hf[vocab_names[0]])
+    if head == cc.Head.MASKED_LM:
+      assert ours["mlm_head/decoder/kernel"].shape == (24, 128)
+      assert not ours["mlm_head/decoder/kernel"][:, 97:].any()
+      assert not ours["mlm_head/decoder/bias"][97:].any()
+    back = cc.flat_params_to_hf(ours, entries)
+    assert set(back) == set(hf)
+    for name, value in hf.items():
+      np.testing.assert_array_equal(back[name], value, err_msg=name)
+  # The TF map pads the same way.
+  tf_entries = cc.tf_name_map(cfg)
+  word = [e for e in tf_entries if e.ours.endswith("word_embeddings/embedding")]
+  assert cc.external_shape(word[0]) == (97, 16) and word[0].shape == (128, 16)
+
+
+def test_resize_vocab_params_moves_between_paddings():
+  flat = {"encoder/embeddings/word_embeddings/embedding": np.ones((97, 4)),
+          "mlm_head/decoder/kernel": np.ones((3, 97)),
+          "mlm_head/decoder/bias": np.ones((97,)),
+          "encoder/embeddings/position_embeddings/embedding": np.ones((9, 4))}
+  padded = cc.resize_vocab_params(flat, 128)
+  assert padded["encoder/embeddings/word_embeddings/embedding"].shape == (128, 4)
+  assert padded["mlm_head/decoder/kernel"].shape == (3, 128)
+  assert not padded["mlm_head/decoder/bias"][97:].any()
+  assert padded["encoder/embeddings/position_embeddings/embedding"].shape == (9, 4)
+  back = cc.resize_vocab_params(padded, 97)
+  for name, value in flat.items():
+    np.testing.assert_array_equal(back[name], value)

@@ -1,6 +1,7 @@
 """Every gin model file parses and builds; parameter counts; gin errors."""
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import jax.numpy as jnp
 import pytest
 
 from rembert_t5x import configs
+from rembert_t5x import gin_path
 from rembert_t5x import network
 from tests import test_utils
 
@@ -69,10 +71,15 @@ def test_paper_sizes(name, expected):
     assert getattr(config, field) == value, field
 
 
-def _count(gin_file):
+def _count(gin_file, *flags):
+  # PYTHONPATH: the script must import this checkout's package, whatever
+  # the environment has installed.
+  env = dict(os.environ, PYTHONPATH=str(test_utils.REPO_ROOT))
   out = subprocess.run(
-      [sys.executable, "scripts/count_params.py", f"--gin_file={gin_file}"],
-      cwd=test_utils.REPO_ROOT, capture_output=True, text=True, check=False)
+      [sys.executable, "scripts/count_params.py", f"--gin_file={gin_file}",
+       *flags],
+      cwd=test_utils.REPO_ROOT, env=env, capture_output=True, text=True,
+      check=False)
   return out
 
 
@@ -85,6 +92,11 @@ def test_count_params_script_prints_one_json_line():
   # The paper reports ~995M pre-training and ~575M fine-tuning parameters.
   assert 990e6 < counts["pretraining_params"] < 1000e6
   assert 570e6 < counts["finetuning_params"] < 580e6
+  # Vocabulary padding (250,300 -> 250,368 rows) is not counted.
+  padded = _count("gin_configs/models/paper/rembert.gin",
+                  "--gin.VOCAB_PAD_MULTIPLE=128")
+  assert padded.returncode == 0, padded.stderr
+  assert json.loads(padded.stdout.strip().splitlines()[-1]) == counts
 
 
 def test_counts_match_hand_formula_for_tiny():
@@ -139,3 +151,39 @@ def test_gin_syntax_error_names_the_file(tmp_path):
 def test_missing_gin_file_names_the_file():
   with pytest.raises(configs.GinConfigError, match="gin file no/such.gin"):
     configs.config_from_gin("no/such.gin")
+
+
+def test_count_params_takes_gin_overrides():
+  out = _count("gin_configs/models/tiny.gin", "--gin.NUM_LAYERS=4")
+  assert out.returncode == 0, out.stderr
+  deeper = configs.count_parameters(
+      configs.config_from_gin("gin_configs/models/tiny.gin", ["NUM_LAYERS = 4"]))
+  assert json.loads(out.stdout) == deeper
+  assert deeper != configs.count_parameters(
+      configs.config_from_gin("gin_configs/models/tiny.gin"))
+
+
+def test_binding_a_macro_no_gin_file_uses_is_an_error(tmp_path):
+  tiny = "gin_configs/models/tiny.gin"
+  with pytest.raises(configs.GinConfigError,
+                     match=r"'NUM_LAYER = 4': no gin file of this run uses the "
+                           r"macro NUM_LAYER \(did you mean NUM_LAYERS\?\)"):
+    configs.parse_gin([tiny], ["NUM_LAYER = 4"])
+  with pytest.raises(configs.GinConfigError, match="its macros: .*VOCAB_SIZE"):
+    configs.parse_gin([tiny], ["TOTALLY_UNRELATED = 1"])
+  # Used: in an included file (architectures/rembert.gin uses NUM_LAYERS), in
+  # another binding, or read by the caller itself.
+  configs.parse_gin([tiny], ["NUM_LAYERS = 4", "DEPTH = 3",
+                             "network.RemBertConfig.num_layers = %DEPTH"])
+  configs.parse_gin([tiny], ["MODEL_DIR = '/tmp/x'"], read_macros=["MODEL_DIR"])
+  # Configurable bindings are gin's to check, not this one.
+  configs.parse_gin([tiny], ["network.RemBertConfig.num_layers = 3"])
+
+
+def test_gin_search_root_of_a_checkout_is_the_repository_root():
+  assert gin_path.search_root() == test_utils.REPO_ROOT
+  assert str(test_utils.REPO_ROOT) in configs.gin_search_paths()
+  out = subprocess.run([sys.executable, "-m", "rembert_t5x.gin_path"],
+                       cwd=test_utils.REPO_ROOT, capture_output=True, text=True,
+                       check=True)
+  assert out.stdout.strip() == str(test_utils.REPO_ROOT)

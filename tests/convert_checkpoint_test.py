@@ -334,3 +334,41 @@ def test_cli_round_trip_and_one_line_errors(tmp_path):
   assert bad.returncode == 2 and "Traceback" not in bad.stderr
   assert bad.stderr.strip().splitlines()[-1].startswith(
       f"error: checkpoint {tmp_path / 'hf'}: no checkpoint found")
+
+
+def test_padded_config_round_trips_hf_exactly(tmp_path):
+  """HF (97 tokens) -> ours with VOCAB_PAD_MULTIPLE = 128 (zero rows added,
+  same logits) -> HF: bit-identical, and the config file is required."""
+  gin_file = tmp_path / "tiny_padded.gin"
+  fields = dict(VOCAB_SIZE=97, INPUT_EMBED_DIM=16, EMBED_DIM=32,
+                OUTPUT_EMBED_DIM=24, NUM_LAYERS=2, NUM_HEADS=4, HEAD_DIM=8,
+                MLP_DIM=64, MAX_POSITION_EMBEDDINGS=40, VOCAB_PAD_MULTIPLE=128)
+  gin_file.write_text("include 'gin_configs/architectures/rembert.gin'\n" + "".join(
+      f"{k} = {v}\n" for k, v in fields.items()))
+  hf = parity._randomise(transformers.RemBertForMaskedLM(parity._hf_config(CFG)))
+  hf.save_pretrained(tmp_path / "hf")
+  checkpoint_io.hf_to_t5x(str(tmp_path / "hf"), str(tmp_path / "ours"),
+                          gin_file=str(gin_file))
+  params = train.load_params(str(tmp_path / "ours"))
+  emb = params["encoder"]["embeddings"]["word_embeddings"]["embedding"]
+  assert emb.shape == (128, 16) and not np.any(emb[97:])
+  padded = network.RemBertConfig(**{**CFG.__dict__, "vocab_pad_multiple": 128})
+  ids, types, mask = parity._inputs(CFG)
+  ours = network.RemBertForMaskedLM(padded).apply(
+      _jax_params(params), jnp.asarray(ids), jnp.asarray(types),
+      jnp.asarray(mask, jnp.int32))
+  parity._assert_close(np.asarray(ours)[..., :97],
+                       parity._run_hf(hf, ids, types, mask).logits, mask)
+
+  checkpoint_io.t5x_to_hf(str(tmp_path / "ours"), str(tmp_path / "back"))
+  loaded = transformers.RemBertForMaskedLM.from_pretrained(tmp_path / "back")
+  assert loaded.config.vocab_size == 97
+  for name, value in hf.state_dict().items():
+    np.testing.assert_array_equal(loaded.state_dict()[name].numpy(),
+                                  value.numpy(), err_msg=name)
+
+  (tmp_path / "ours" / checkpoint_io.CONFIG_FILE).unlink()
+  with pytest.raises(cli.UserError, match=r"no rembert_config\.json in its MODEL_DIR; pass --gin_file="):
+    checkpoint_io.t5x_to_hf(str(tmp_path / "ours"), str(tmp_path / "back2"))
+  checkpoint_io.t5x_to_hf(str(tmp_path / "ours"), str(tmp_path / "back2"),
+                          gin_file=str(gin_file))

@@ -40,3 +40,90 @@ def test_wide_output_dense_matches_the_plain_product(shape):
                   jax.tree_util.tree_leaves(g_plain)):
     assert a.shape == b.shape
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def _attention_inputs(batch=2, length=9, heads=4, head_dim=8, seed=0):
+  rng = np.random.default_rng(seed)
+  x = jnp.asarray(rng.standard_normal((batch, length, heads * head_dim)),
+                  jnp.float32)
+  segment_ids = np.ones((batch, length), np.int32)
+  segment_ids[0, 5:] = 2  # two packed segments
+  segment_ids[1, 6:] = 0  # padding
+  return x, layers.make_attention_mask(jnp.asarray(segment_ids))
+
+
+def _split_head_reference(params, x, mask, heads, head_dim):
+  """Attention written per head from the joined kernels, in numpy float64."""
+  p = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)
+  x = np.asarray(x, np.float64)
+  b, t, _ = x.shape
+  proj = lambda name: (x @ p[name]["kernel"] + p[name]["bias"]).reshape(
+      b, t, heads, head_dim)
+  q, k, v = proj("query"), proj("key"), proj("value")
+  logits = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(head_dim)
+  logits = np.where(np.asarray(mask), logits, -1e30)
+  probs = np.exp(logits - logits.max(-1, keepdims=True))
+  probs /= probs.sum(-1, keepdims=True)
+  context = np.einsum("bhqk,bkhd->bqhd", probs, v).reshape(b, t, -1)
+  return context @ p["out"]["kernel"] + p["out"]["bias"]
+
+
+@pytest.mark.parametrize("implementation", ["einsum", "xla", "auto"])
+def test_joined_kv_attention_equals_per_head_attention(implementation):
+  """The joined heads x head_dim kernels compute ordinary multi-head
+  attention (heads major), whichever implementation runs it."""
+  x, mask = _attention_inputs()
+  module = layers.MultiHeadSelfAttention(num_heads=4, head_dim=8,
+                                         implementation=implementation)
+  params = module.init(jax.random.PRNGKey(0), x, mask, False)["params"]
+  # Non-zero biases so a misplaced bias cannot hide.
+  params = jax.tree_util.tree_map(
+      lambda p: p + 0.05 * jnp.cos(jnp.arange(p.size, dtype=p.dtype)
+                                   ).reshape(p.shape), params)
+  assert params["query"]["kernel"].shape == (32, 32)
+  assert params["out"]["kernel"].shape == (32, 32)
+  with jax.default_matmul_precision("highest"):
+    got = module.apply({"params": params}, x, mask, False)
+  want = _split_head_reference(params, x, mask, 4, 8)
+  np.testing.assert_allclose(got, want, atol=2e-5)
+
+
+def test_dot_product_attention_gradients_match_einsum():
+  x, mask = _attention_inputs(seed=1)
+  make = lambda impl: layers.MultiHeadSelfAttention(
+      num_heads=4, head_dim=8, implementation=impl)
+  params = make("einsum").init(jax.random.PRNGKey(0), x, mask, False)
+  grad = lambda impl: jax.grad(lambda p: jnp.sum(jnp.sin(
+      make(impl).apply(p, x, mask, False))))(params)
+  with jax.default_matmul_precision("highest"):
+    for a, b in zip(jax.tree_util.tree_leaves(grad("xla")),
+                    jax.tree_util.tree_leaves(grad("einsum"))):
+      np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.skipif(jax.default_backend() != "gpu",
+                    reason="cuDNN fused attention needs an NVIDIA GPU")
+def test_cudnn_attention_matches_einsum_in_bfloat16():
+  """On a GPU, "auto" picks cuDNN for bfloat16 and agrees with the einsum
+  path to bfloat16 rounding (values and gradients)."""
+  assert layers._attention_backend("auto", jnp.bfloat16, False) == "cudnn"  # pylint: disable=protected-access
+  x, mask = _attention_inputs(batch=2, length=128, heads=4, head_dim=64)
+  make = lambda impl: layers.MultiHeadSelfAttention(
+      num_heads=4, head_dim=64, implementation=impl, dtype=jnp.bfloat16)
+  params = make("einsum").init(jax.random.PRNGKey(0), x, mask, False)
+  run = lambda impl: jax.jit(lambda p: make(impl).apply(p, x, mask, False))(
+      params)
+  want = np.asarray(run("einsum"), np.float32)
+  for impl in ("cudnn", "auto"):
+    got = np.asarray(run(impl), np.float32)
+    real = np.asarray(mask[:, 0].any(-1))  # rows with a real query
+    np.testing.assert_allclose(got[real], want[real], atol=3e-2, rtol=3e-2)
+  weight = jnp.asarray(real, jnp.float32)[..., None]
+  loss = lambda impl: lambda p: jnp.sum(
+      (make(impl).apply(p, x, mask, False).astype(jnp.float32) * weight) ** 2)
+  g_cudnn = jax.jit(jax.grad(loss("cudnn")))(params)
+  g_einsum = jax.jit(jax.grad(loss("einsum")))(params)
+  for a, b in zip(jax.tree_util.tree_leaves(g_cudnn),
+                  jax.tree_util.tree_leaves(g_einsum)):
+    scale = float(jnp.max(jnp.abs(b))) + 1e-6
+    assert float(jnp.max(jnp.abs(a - b))) <= 5e-2 * scale

@@ -75,6 +75,50 @@ def test_entity_f1_matches_seqeval_on_random_sequences():
     assert metrics.entity_f1(targets, predictions) == expected
 
 
+UPOS = ("ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM",
+        "PART", "PRON", "PROPN", "PUNCT", "SCONJ", "SYM", "VERB", "X")
+
+
+def test_pos_f1_is_seqeval_on_plain_upos_tags():
+  # XTREME's evaluate.py calls seqeval's f1_score on the UPOS sequences.
+  rng = random.Random(1)
+  for _ in range(300):
+    targets, predictions = [], []
+    for _ in range(rng.randint(1, 4)):
+      n = rng.randint(1, 10)
+      # Few distinct tags, so runs of equal tags (merged chunks) occur.
+      tags = rng.sample(UPOS, 4)
+      targets.append([rng.choice(tags) for _ in range(n)])
+      predictions.append([rng.choice(tags) for _ in range(n)])
+    with warnings.catch_warnings():
+      warnings.simplefilter("ignore")
+      expected = seqeval_f1(targets, predictions)
+    assert metrics.pos_metric(targets, predictions)["f1"] == 100.0 * expected
+
+
+def test_pos_f1_by_hand():
+  # What seqeval does with plain tags (seqeval 1.2.2, installed):
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    # a run of equal tags is one chunk; type = the tag minus its first letter
+    assert get_entities(["NOUN", "NOUN", "VERB"]) == [("OUN", 0, 1),
+                                                      ("ERB", 2, 2)]
+    # S-initial tags are single-word chunks
+    assert get_entities(["SYM", "SYM"]) == [("YM", 0, 0), ("YM", 1, 1)]
+  # So one wrong word in a run of three NOUNs loses the whole run: the
+  # gold has 1 chunk, the prediction 3 (NOUN, VERB, NOUN), none equal.
+  scores = metrics.pos_metric([["NOUN", "NOUN", "NOUN"]],
+                              [["NOUN", "VERB", "NOUN"]])
+  assert scores["f1"] == 0.0
+  assert scores["accuracy"] == pytest.approx(200 / 3)
+  # CCONJ and SCONJ have the same seqeval type ("CONJ").
+  assert metrics.pos_metric([["CCONJ"]], [["SCONJ"]]) == {
+      "f1": 100.0, "accuracy": 0.0}
+  # A word with no prediction (cut by truncation) is wrong in both.
+  assert metrics.pos_metric([["DET", "NOUN"]], [["DET", None]]) == {
+      "f1": pytest.approx(100 * 2 / 3), "accuracy": 50.0}
+
+
 def test_entity_f1_rejects_length_mismatch():
   with pytest.raises(ValueError, match="sentence 0 has 2 gold labels"):
     metrics.entity_f1([["O", "O"]], [["O"]])

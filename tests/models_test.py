@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from rembert_t5x import cli
 from rembert_t5x import configs
 from rembert_t5x import models
 from rembert_t5x import network
@@ -153,6 +154,35 @@ def test_tagging_model():
   assert model.predict_batch(params, batch).shape == (B, L)
 
 
+def test_retrieval_model_embeds_with_the_pretrained_encoder():
+  model = models.RemBertRetrievalModel(models.make_module("retrieval", CFG))
+  assert isinstance(model.module, network.RemBertForRetrieval)
+  params = _init(model)
+  _, batch = _base_batch()
+  embeddings = model.predict_batch(params, batch)
+  assert embeddings.shape == (B, CFG.emb_dim)
+  assert embeddings.dtype == jnp.float32
+  scores, aux = model.score_batch(params, batch, return_intermediates=True)
+  np.testing.assert_array_equal(scores, embeddings)
+  assert aux == {}
+  # A pre-training checkpoint's params (MLM head and all) work as they are.
+  mlm = models.RemBertMLMModel(network.RemBertForMaskedLM(CFG))
+  mlm_params = _init(mlm)
+  full = model.predict_batch(mlm_params, batch)
+  only_encoder = model.predict_batch({"encoder": mlm_params["encoder"]},
+                                     batch)
+  np.testing.assert_array_equal(full, only_encoder)
+  # Rows differ, padding does not matter (row 1 is padded from 9 on).
+  assert not np.allclose(full[0], full[1])
+  trimmed = {k: v[1:2, :9] for k, v in batch.items()}
+  np.testing.assert_allclose(model.predict_batch(mlm_params, trimmed)[0],
+                             full[1], rtol=1e-5, atol=1e-6)
+  with pytest.raises(cli.UserError, match="no training loss"):
+    model.loss_fn(params, batch)
+  with pytest.raises(cli.UserError, match="no training loss"):
+    model.eval_fn(params, batch)
+
+
 def test_qa_model_predicts_spans_inside_the_context():
   model = models.RemBertQAModel(network.RemBertForQuestionAnswering(CFG),
                                 max_answer_length=3)
@@ -212,3 +242,204 @@ def test_finetuning_init_rejects_another_architecture():
       network.RemBertForSequenceClassification(CFG, num_classes=3)))
   with pytest.raises(ValueError, match="pre-trained parameter encoder/.* has shape"):
     models.finetuning_params_from_pretraining(pretrained, initial, CFG.num_layers)
+
+
+@pytest.mark.parametrize("coupled,max_predictions", [(False, 4), (True, None)])
+def test_padded_vocabulary_is_numerically_the_plain_model(coupled,
+                                                          max_predictions):
+  """Padding 97 -> 128 rows changes no loss, metric or gradient, and padded
+  rows are never predicted, even with large weights in them (full logits
+  and the gathered head with the custom-VJP decoder)."""
+  from rembert_t5x import checkpoint_conversion as cc  # pylint: disable=g-import-not-at-top
+  plain_cfg = test_utils.TINY_COUPLED_CONFIG if coupled else CFG
+  padded_cfg = dataclasses.replace(plain_cfg, vocab_pad_multiple=128)
+  plain = models.RemBertMLMModel(network.RemBertForMaskedLM(plain_cfg),
+                                 max_predictions_per_seq=max_predictions)
+  padded = models.RemBertMLMModel(network.RemBertForMaskedLM(padded_cfg),
+                                  max_predictions_per_seq=max_predictions)
+  params = _init(plain)
+  padded_params = cc.unflatten(cc.resize_vocab_params(
+      cc.flatten(jax.device_get(params)), 128))
+  # Garbage in the padded rows must not matter: large decoder weights would
+  # win the argmax and dominate the softmax if they were not masked.
+  flat = cc.flatten(padded_params)
+  bias = "mlm_head/decoder_bias" if coupled else "mlm_head/decoder/bias"
+  flat[bias] = np.where(np.arange(128) >= 97, 1e4, flat[bias])
+  flat["encoder/embeddings/word_embeddings/embedding"][97:] = 3.0
+  padded_params = cc.unflatten(flat)
+  batch = _mlm_batch()
+  batch["weights"][0, :6] = 1.0  # row 0 overflows max_predictions = 4
+
+  loss, metrics = jax.jit(plain.loss_fn)(params, batch)
+  padded_loss, padded_metrics = jax.jit(padded.loss_fn)(padded_params, batch)
+  np.testing.assert_allclose(padded_loss, loss, rtol=1e-6)
+  for name, metric in metrics.items():
+    np.testing.assert_allclose(padded_metrics[name].compute(),
+                               metric.compute(), rtol=1e-6, err_msg=name)
+  grads = jax.jit(jax.grad(lambda p: plain.loss_fn(p, batch)[0]))(params)
+  padded_grads = cc.flatten(jax.jit(
+      jax.grad(lambda p: padded.loss_fn(p, batch)[0]))(padded_params))
+  for path, g in cc.flatten(grads).items():
+    rows = slice(None)
+    if padded_grads[path].shape != g.shape:
+      axis = [a for a, (x, y) in enumerate(zip(g.shape,
+                                               padded_grads[path].shape))
+              if x != y][0]
+      rows = (slice(None),) * axis + (slice(0, 97),)
+      pad_rows = (slice(None),) * axis + (slice(97, None),)
+      assert not np.any(np.asarray(padded_grads[path])[pad_rows]), path
+    np.testing.assert_allclose(np.asarray(padded_grads[path])[rows], g,
+                               rtol=1e-5, atol=1e-7, err_msg=path)
+  preds = np.asarray(padded.predict_batch(padded_params, batch))
+  np.testing.assert_array_equal(preds, plain.predict_batch(params, batch))
+  assert preds.max() < 97
+  np.testing.assert_allclose(padded.score_batch(padded_params, batch),
+                             plain.score_batch(params, batch), rtol=1e-6)
+
+
+def test_bfloat16_activations_keep_the_float32_loss():
+  """bf16 compute (params float32, as the TPU run files do) on tiny.gin.
+
+  Tolerance: the loss within 2^-8 = 0.39% relative, one bfloat16 unit
+  roundoff. Every activation is rounded to bfloat16 (relative error up to
+  2^-9 per rounding, a few roundings per layer), but LayerNorm, softmax and
+  the cross entropy run in float32 and the loss averages ~100 independent
+  per-position errors, so it moves far less than one roundoff (measured:
+  1e-5 to 2.3e-4 relative at three weight scales). Gradients are summed over
+  the batch from bf16 activations: within 5% in L2 norm and at cosine
+  >= 0.999 of the float32 ones (measured: <= 2.1%, >= 0.9997).
+  """
+  from benchmarks import common  # pylint: disable=g-import-not-at-top
+  cfg = configs.config_from_gin(
+      str(test_utils.REPO_ROOT / "gin_configs" / "models" / "tiny.gin"))
+  batch = {k: jnp.asarray(v) for k, v in
+           common.synthetic_mlm_batch(8, 64, cfg.vocab_size).items()}
+  params = network.RemBertForMaskedLM(cfg).init(
+      jax.random.PRNGKey(0), batch["input_tokens"])["params"]
+  keys = iter(jax.random.split(jax.random.PRNGKey(1), 1000))
+  params = jax.tree_util.tree_map(  # away from the initialiser's zeros/ones
+      lambda x: x + 0.05 * jax.random.normal(next(keys), x.shape), params)
+
+  def loss_and_grads(dtype):
+    model = models.RemBertMLMModel(network.RemBertForMaskedLM(
+        dataclasses.replace(cfg, dtype=dtype)), max_predictions_per_seq=12)
+    loss, grads = jax.jit(jax.value_and_grad(
+        lambda p: model.loss_fn(p, batch)[0]))(params)
+    assert all(g.dtype == jnp.float32 for g in jax.tree_util.tree_leaves(grads))
+    return float(loss), jnp.concatenate(
+        [g.ravel() for g in jax.tree_util.tree_leaves(grads)])
+
+  loss32, grads32 = loss_and_grads("float32")
+  loss16, grads16 = loss_and_grads("bfloat16")
+  assert abs(loss16 - loss32) <= 2**-8 * loss32
+  assert loss16 != loss32  # bf16 really ran
+  assert float(jnp.linalg.norm(grads16 - grads32)
+               / jnp.linalg.norm(grads32)) <= 0.05
+  cosine = grads16 @ grads32 / (jnp.linalg.norm(grads16)
+                                * jnp.linalg.norm(grads32))
+  assert float(cosine) >= 0.999
+
+
+# --- Microbatching: k microbatches give the full batch's gradient ------------
+
+
+def _six_row_batch(kind):
+  """Two `_base_batch`es stacked, with the labels of `kind`.
+
+  Tagging and MLM rows get very different loss weights (one tagging row has
+  none), the case where a mean over one microbatch cannot be right.
+  """
+  parts = [_base_batch(seed)[1] for seed in (0, 1)]
+  batch = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+  rng = np.random.default_rng(7)
+  n = 2 * B
+  if kind in ("mlm", "tagging"):
+    batch["targets"] = rng.integers(0, 7, (n, L)).astype(np.int32)
+    weights = np.zeros((n, L), np.float32)
+    for row, count in enumerate([L - 1, 1, 0, 6, 2, 4]):
+      weights[row, 1:1 + count] = 1.0
+    batch["weights"] = weights * (batch["segment_ids"] > 0)
+  elif kind == "pair":
+    batch["label"] = rng.integers(0, 3, n).astype(np.int32)
+  else:
+    batch["start_positions"] = rng.integers(5, 9, n).astype(np.int32)
+    batch["end_positions"] = batch["start_positions"] + 1
+  return batch
+
+
+def _model(kind):
+  if kind == "mlm":  # with BERT's max_predictions_per_seq picking
+    return models.RemBertMLMModel(network.RemBertForMaskedLM(CFG),
+                                  max_predictions_per_seq=5)
+  return {"pair": models.RemBertPairClassificationModel,
+          "tagging": models.RemBertTaggingModel,
+          "qa": models.RemBertQAModel}[kind](
+              models.make_module(kind, CFG, num_classes=7))
+
+
+def _t5x_style_accumulation(model, params, batch, k):
+  """Gradients and merged metrics of k microbatches, as T5X's trainer does.
+
+  t5x/trainer.py `accumulate_grads_microbatched`: microbatch i is rows
+  [i * m, (i + 1) * m) of the batch, its gradient is added into float32
+  zeros, and the metrics are merged.
+  """
+  size = next(iter(batch.values())).shape[0] // k
+  grad_fn = jax.jit(jax.grad(model.loss_fn, has_aux=True))
+  total = jax.tree_util.tree_map(lambda p: jnp.zeros(p.shape, jnp.float32),
+                                 params)
+  merged = None
+  for i in range(k):
+    micro = {name: x[i * size:(i + 1) * size] for name, x in batch.items()}
+    grads, metrics = grad_fn(params, micro, None)
+    total = jax.tree_util.tree_map(jnp.add, total, grads)
+    merged = metrics if merged is None else {
+        name: m.merge(metrics[name]) for name, m in merged.items()}
+  return total, merged
+
+
+def _assert_trees_close(a, b, **tol):
+  for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+    np.testing.assert_allclose(x, y, **tol)
+
+
+@pytest.mark.parametrize("kind", ["mlm", "pair", "tagging", "qa"])
+def test_microbatches_sum_to_the_full_batch_gradient(kind, k=3):
+  model = _model(kind)
+  params = _init(model)
+  batch = jax.tree_util.tree_map(jnp.asarray, _six_row_batch(kind))
+  full_grads, full_metrics = jax.jit(jax.grad(model.loss_fn, has_aux=True))(
+      params, batch, None)
+  grads, metrics = _t5x_style_accumulation(
+      model, params, models.with_full_batch_loss_weight(model, batch), k)
+  _assert_trees_close(grads, full_grads, rtol=2e-5, atol=1e-7)
+  np.testing.assert_allclose(metrics["loss"].compute(),
+                             full_metrics["loss"].compute(), rtol=1e-5)
+  if kind not in ("pair", "tagging"):
+    return
+  # Without the feature each microbatch takes its own mean: for one weight
+  # per example that is k times the full gradient, for uneven weights
+  # something else again.
+  naive, _ = _t5x_style_accumulation(model, params, batch, k)
+  if kind == "pair":
+    _assert_trees_close(naive, jax.tree_util.tree_map(
+        lambda g: k * g, full_grads), rtol=2e-5, atol=1e-6)
+  else:
+    ratios = [float(jnp.vdot(n, n) / jnp.vdot(f, f)) for n, f in zip(
+        jax.tree_util.tree_leaves(naive),
+        jax.tree_util.tree_leaves(full_grads)) if float(jnp.vdot(f, f)) > 0]
+    assert min(ratios) > 1.5 and max(ratios) - min(ratios) > 0.1, ratios
+
+
+def test_full_batch_loss_weight_is_the_total_on_every_row():
+  model = _model("tagging")
+  batch = _six_row_batch("tagging")
+  out = models.with_full_batch_loss_weight(model, batch)
+  total = batch["weights"].sum()
+  np.testing.assert_array_equal(out[models.FULL_BATCH_LOSS_WEIGHT],
+                                np.full(2 * B, total, np.float32))
+  assert set(out) == set(batch) | {models.FULL_BATCH_LOSS_WEIGHT}
+  # With the feature, the loss of the whole batch is unchanged.
+  params = _init(model)
+  np.testing.assert_allclose(model.loss_fn(params, out)[0],
+                             model.loss_fn(params, batch)[0], rtol=1e-6)

@@ -119,6 +119,56 @@ def test_masked_lm_gathered_positions_equal_full_logits():
   np.testing.assert_allclose(gathered, expected, atol=1e-6)
 
 
+@pytest.mark.parametrize("coupled", [False, True])
+def test_padded_vocabulary_matches_hf(coupled):
+  """97 tokens stored as 128 rows: real logits equal HF's, padded ones are
+  the most negative number (never predicted), gathered or not."""
+  base = test_utils.TINY_COUPLED_CONFIG if coupled else test_utils.TINY_CONFIG
+  cfg = network.RemBertConfig(**{**base.__dict__, "vocab_pad_multiple": 128})
+  assert cfg.padded_vocab_size == 128
+  if coupled:
+    hf = _randomise(transformers.BertForMaskedLM(transformers.BertConfig(
+        vocab_size=cfg.vocab_size, hidden_size=cfg.emb_dim,
+        num_hidden_layers=cfg.num_layers, num_attention_heads=cfg.num_heads,
+        intermediate_size=cfg.mlp_dim, hidden_act="gelu",
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        max_position_embeddings=cfg.max_position_embeddings,
+        type_vocab_size=cfg.type_vocab_size, layer_norm_eps=1e-12,
+        pad_token_id=0, attn_implementation="eager")))
+    variables = _our_params(hf, cfg, cc.Head.MASKED_LM, flavour="bert",
+                            ignore=("cls.predictions.decoder.",))
+  else:
+    hf = _randomise(transformers.RemBertForMaskedLM(_hf_config(cfg)))
+    variables = _our_params(hf, cfg, cc.Head.MASKED_LM)
+  ids, types, mask = _inputs(cfg)
+  model = network.RemBertForMaskedLM(cfg)
+  args = (jnp.asarray(ids), jnp.asarray(types), jnp.asarray(mask, jnp.int32))
+  ours = np.asarray(model.apply(variables, *args))
+  assert ours.shape == (BATCH, LENGTH, 128)
+  _assert_close(ours[..., :97], _run_hf(hf, ids, types, mask).logits, mask)
+  assert np.all(ours[..., 97:] == np.finfo(np.float32).min)
+  positions = jnp.array([[0, 3, 5], [1, 2, 6], [0, 1, 3]])
+  gathered = model.apply(variables, *args, masked_positions=positions)
+  np.testing.assert_allclose(
+      gathered, np.take_along_axis(ours, np.asarray(positions)[..., None], 1),
+      atol=1e-6)
+
+
+@pytest.mark.parametrize("implementation", ["einsum", "xla"])
+def test_attention_implementations_match_hf(implementation):
+  """Our einsum attention and jax.nn.dot_product_attention (XLA) both agree
+  with HF to 1e-5 (cuDNN: tests/layers_test.py, on a GPU)."""
+  cfg = network.RemBertConfig(**{**test_utils.TINY_CONFIG.__dict__,
+                                 "attention_implementation": implementation})
+  hf = _randomise(transformers.RemBertForMaskedLM(_hf_config(cfg)))
+  ids, types, mask = _inputs(cfg)
+  variables = _our_params(hf, cfg, cc.Head.MASKED_LM)
+  ours = network.RemBertForMaskedLM(cfg).apply(
+      variables, jnp.asarray(ids), jnp.asarray(types),
+      jnp.asarray(mask, jnp.int32))
+  _assert_close(ours, _run_hf(hf, ids, types, mask).logits, mask)
+
+
 def test_pretraining_only_layers_are_on_top():
   cfg = network.RemBertConfig(**{
       **test_utils.TINY_CONFIG.__dict__, "num_pretraining_only_layers": 1})
@@ -149,6 +199,31 @@ def test_encoder_hidden_states_and_pooler_match_hf():
   b = sd["rembert.pooler.dense.bias"]
   pooled = np.tanh(np.asarray(hidden)[:, 0] @ w.T + b)
   _assert_close(pooled, out.pooler_output)
+
+
+def test_retrieval_embedding_is_xtremes_pooling_of_hf_hidden_states():
+  # XTREME's evaluate_retrieval.py: the HF model's hidden states (embedding
+  # output first), `all_layer_outputs[-num_layers:][specific_layer]`, mean
+  # over the attention mask ([CLS] and [SEP] included).
+  cfg = network.RemBertConfig(**{**test_utils.TINY_CONFIG.__dict__,
+                                 "num_layers": 4})
+  hf = _randomise(transformers.RemBertModel(_hf_config(cfg)))
+  ids, types, mask = _inputs(cfg)
+  sd = {f"rembert.{k}": v for k, v in _state_dict(hf).items()}
+  flat = cc.hf_to_flat_params(sd, cc.hf_name_map(cfg, cc.Head.ENCODER),
+                              ignore_unused=("rembert.pooler.",))
+  with torch.no_grad():
+    hidden = hf(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask),
+                output_hidden_states=True).hidden_states
+  layer_outputs = hidden[-cfg.num_layers:]
+  for specific_layer in range(cfg.num_layers):
+    states = layer_outputs[specific_layer].numpy()
+    expected = ((states * mask[..., None]).sum(1)
+                / mask.sum(1, keepdims=True))
+    ours = network.RemBertForRetrieval(cfg, layer=specific_layer + 1).apply(
+        {"params": cc.unflatten(flat)}, jnp.asarray(ids),
+        segment_ids=jnp.asarray(mask, jnp.int32))
+    _assert_close(ours, expected)
 
 
 @pytest.mark.parametrize("head_cls,head,num_labels", [

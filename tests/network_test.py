@@ -46,8 +46,12 @@ def _describe(variables):
 
 
 @pytest.mark.parametrize("head", sorted(HEADS))
-@pytest.mark.parametrize("config", [test_utils.TINY_CONFIG,
-                                    test_utils.TINY_COUPLED_CONFIG])
+@pytest.mark.parametrize("config", [
+    test_utils.TINY_CONFIG, test_utils.TINY_COUPLED_CONFIG,
+    # Scanned layers carry a leading "layers" axis (T5X's name) as well.
+    dataclasses.replace(test_utils.TINY_CONFIG, scan_layers=True,
+                        remat_policy="full", num_pretraining_only_layers=1)],
+    ids=["decoupled", "coupled", "scanned"])
 def test_every_parameter_has_axes_with_rules(head, config):
   described = _describe(_init(HEADS[head](config)))
   missing = [p for p, d in described.items() if d["axes"] is None]
@@ -68,10 +72,15 @@ def test_params_golden():
   Regenerate after an intended change with
   `REGENERATE_GOLDENS=1 python -m pytest tests/network_test.py`.
   """
-  actual = {
-      head: {path: f"{d['shape']} {d['dtype']} {d['axes']}"
-             for path, d in _describe(_init(make(test_utils.TINY_CONFIG))).items()}
-      for head, make in sorted(HEADS.items())}
+  describe = lambda module: {
+      path: f"{d['shape']} {d['dtype']} {d['axes']}"
+      for path, d in _describe(_init(module)).items()}
+  actual = {head: describe(make(test_utils.TINY_CONFIG))
+            for head, make in sorted(HEADS.items())}
+  # The padded layout: 97 vocabulary rows stored as 128.
+  actual["masked_lm_vocab_pad_multiple_128"] = describe(
+      network.RemBertForMaskedLM(dataclasses.replace(
+          test_utils.TINY_CONFIG, vocab_pad_multiple=128)))
   if os.environ.get("REGENERATE_GOLDENS"):
     GOLDEN.parent.mkdir(parents=True, exist_ok=True)
     GOLDEN.write_text(json.dumps(actual, indent=1, sort_keys=True) + "\n")
@@ -160,7 +169,74 @@ def test_dropout_only_when_enabled():
     (dict(dropout_rate=1.5), r"RemBertConfig.dropout_rate must be in \[0, 1\)"),
     (dict(dtype="float33"), r"RemBertConfig.dtype: unknown dtype"),
     (dict(num_layers=object()), r"RemBertConfig.num_layers is required but was not set"),
+    (dict(vocab_pad_multiple=0), r"RemBertConfig.vocab_pad_multiple must be a positive integer"),
+    (dict(attention_implementation="flash"), r"RemBertConfig.attention_implementation must be one of \('auto', 'einsum', 'xla', 'cudnn'\), got 'flash'"),
 ])
 def test_config_errors_name_the_field(changes, message):
   with pytest.raises(ValueError, match=message):
     dataclasses.replace(test_utils.TINY_CONFIG, **changes)
+
+
+# --- Sentence retrieval: an intermediate layer, pooled ----------------------
+
+DEEP = dataclasses.replace(test_utils.TINY_CONFIG, num_layers=6)
+
+
+def test_xtreme_retrieval_layer():
+  # XTREME: layer 8 of 12 (mBERT, XLM-R base), 14 of 24 (XLM-R large).
+  assert [network.xtreme_retrieval_layer(n) for n in (12, 24, 32, 6, 2)] == [
+      8, 14, 18, 5, 2]
+
+
+def test_retrieval_reads_only_the_layers_it_runs():
+  variables = _init(network.RemBertForRetrieval(DEEP, layer=3))
+  described = _describe(variables)
+  assert all(d["axes"] is not None for d in described.values())
+  layers = sorted(k for k in variables["params"]["encoder"]
+                  if k.startswith("layers_"))
+  assert layers == ["layers_0", "layers_1", "layers_2"]
+  assert set(variables["params"]) == {"encoder"}  # no head
+
+
+def test_retrieval_pools_the_hidden_states_of_its_layer():
+  full = network.RemBertEncoder(DEEP)
+  tokens = jnp.array([[2, 11, 12, 13, 3, 0, 0], [2, 21, 3, 0, 0, 0, 0]])
+  variables = full.init(jax.random.PRNGKey(0), tokens)
+  shallow = network.RemBertEncoder(dataclasses.replace(DEEP, num_layers=3))
+  hidden3 = np.asarray(shallow.apply(variables, tokens))  # same first layers
+  real = np.asarray(tokens != 0, np.float32)[..., None]
+  expected = (hidden3 * real).sum(1) / real.sum(1)
+  # The full encoder's parameters (layers 3-5 unused) restore into it.
+  mean = network.RemBertForRetrieval(DEEP, layer=3).apply(
+      {"params": {"encoder": variables["params"]}}, tokens)
+  np.testing.assert_allclose(mean, expected, rtol=1e-5, atol=1e-6)
+  cls = network.RemBertForRetrieval(DEEP, layer=3, pooling="cls").apply(
+      {"params": {"encoder": variables["params"]}}, tokens)
+  np.testing.assert_allclose(cls, hidden3[:, 0], rtol=1e-5, atol=1e-6)
+  # Padding does not change an embedding.
+  padded = jnp.pad(tokens, ((0, 0), (0, 4)))
+  again = network.RemBertForRetrieval(DEEP, layer=3).apply(
+      {"params": {"encoder": variables["params"]}}, padded)
+  np.testing.assert_allclose(again, mean, rtol=1e-5, atol=1e-6)
+  # The default layer is XTREME's L/2 + 2 = 5 of 6.
+  default = network.RemBertForRetrieval(DEEP).apply(
+      {"params": {"encoder": variables["params"]}}, tokens)
+  hidden5 = np.asarray(network.RemBertEncoder(
+      dataclasses.replace(DEEP, num_layers=5)).apply(variables, tokens))
+  np.testing.assert_allclose(default, (hidden5 * real).sum(1) / real.sum(1),
+                             rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("module,message", [
+    (network.RemBertForRetrieval(DEEP, layer=7),
+     r"RemBertForRetrieval.layer must be an integer in \[1, 6\].*got 7"),
+    (network.RemBertForRetrieval(DEEP, layer=0),
+     r"RemBertForRetrieval.layer must be an integer in \[1, 6\].*got 0"),
+    (network.RemBertForRetrieval(DEEP, pooling="max"),
+     r"RemBertForRetrieval.pooling must be 'mean' or 'cls', got 'max'"),
+    (network.RemBertEncoder(DEEP, stop_after_layer=9),
+     r"RemBertEncoder.stop_after_layer must be an integer in \[1, 6\]"),
+])
+def test_retrieval_errors_name_the_field(module, message):
+  with pytest.raises(ValueError, match=message):
+    _init(module)

@@ -7,6 +7,7 @@ import seqio
 import tensorflow_datasets as tfds
 
 from rembert_t5x import feature_converters
+from rembert_t5x import metrics
 import rembert_tasks.panx as panx
 from tests.xtreme_preprocessors_test import train_tiny_vocab
 
@@ -66,7 +67,7 @@ def test_local_task_examples_and_batches(local_task):
     assert batch[name].shape == (3, 48), name
 
 
-def _evaluate(task_name, predict):
+def _evaluate(task_name, predict, length=LENGTHS["input_tokens"]):
   """Runs seqio's evaluator with `predict(model_example) -> tag ids`."""
   evaluator = seqio.Evaluator(
       task_name,
@@ -74,7 +75,7 @@ def _evaluate(task_name, predict):
           pack=False),
       eval_split="validation", use_cached=False,
       # The evaluator fills unnamed lengths from the data, so name them all.
-      sequence_length={name: LENGTHS["input_tokens"] for name in (
+      sequence_length={name: length for name in (
           "input_tokens", "token_types", "targets", "weights")})
 
   def predict_fn(ds, model_feature_shapes=None):
@@ -97,11 +98,47 @@ def test_seqio_evaluation_entity_f1(local_task):
   assert nothing == {"f1": 0.0}
 
 
-def test_truncated_words_are_predicted_outside(local_task):
-  short = {"input_tokens": 6}
-  ex = next(local_task.get_dataset(short, split="validation",
-                                   shuffle=False).as_numpy_iterator())
-  assert ex["weights"].sum() < len(ex["tags"])
-  words = local_task.postprocess_fn(ex["targets"], example=ex)
-  assert len(words) == len(ex["tags"]) == 6
-  assert words[-1] == "O"
+def _dev_sentences():
+  sentences = [[line.split("\t") for line in block.splitlines()]
+               for block in DEV_DE.strip().split("\n\n")]
+  return ([[w.split(":", 1)[1] for w, _ in s] for s in sentences],
+          [[t for _, t in s] for s in sentences])
+
+
+def test_long_sentences_are_split_and_scored_whole(local_task, vocab):
+  words, gold = _dev_sentences()
+  length = 6  # 4 sub-tokens per part: every sentence here is longer
+  assert all(sum(len(vocab.encode(w)) for w in s) > length - 2 for s in words)
+  parts = list(local_task.get_dataset(
+      {"input_tokens": length}, split="validation",
+      shuffle=False).as_numpy_iterator())
+  assert len(parts) > len(words)
+  # Every word is in exactly one part, in order, with its first sub-token
+  # labelled (nothing is cut).
+  assert [w.decode() for p in parts for w in p["tokens"]] == [
+      w for s in words for w in s]
+  for part in parts:
+    assert part["weights"].sum() == len(part["tags"])
+  # A perfect tagger scores 100 over all words of every sentence.
+  perfect = _evaluate(local_task.name,
+                      lambda ex: np.where(ex["weights"] > 0, ex["targets"], 5),
+                      length=length)
+  assert perfect == {"f1": 100.0}
+  # A tagger that writes B- for every I- breaks each multi-word entity into
+  # single words. Scored over whole sentences (XTREME's evaluate.py) only
+  # Berlin is right: 1 of 3 gold and 5 predicted entities.
+  names = panx.LABELS
+  to_b = np.array([names.index(n.replace("I-", "B-")) for n in names])
+  split_entities = _evaluate(
+      local_task.name,
+      lambda ex: np.where(ex["weights"] > 0, to_b[ex["targets"]], 0),
+      length=length)
+  predicted = [[n.replace("I-", "B-") for n in s] for s in gold]
+  assert split_entities["f1"] == pytest.approx(
+      100 * metrics.entity_f1(gold, predicted))
+  assert split_entities["f1"] == pytest.approx(100 * 2 * 1 / (3 + 5))
+  # Scored part by part (run_tag.py's dev loop), an entity cut at a part
+  # boundary would be two gold entities and count as right.
+  part_gold = [[names[t] for t in p["tags"]] for p in parts]
+  part_predicted = [[n.replace("I-", "B-") for n in g] for g in part_gold]
+  assert metrics.entity_f1(part_gold, part_predicted) > 0.25

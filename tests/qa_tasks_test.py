@@ -227,3 +227,35 @@ def test_local_file_errors_name_the_file(local_tasks, tmp_path, vocab):
   with pytest.raises(ValueError, match="train-v1.1.json: cannot read"):
     missing.get_dataset(None, split="train")
   assert qa.MAX_SEQ_LENGTH == 384  # the registered defaults are SPEC §4's
+
+
+@pytest.mark.parametrize("table", ["current", "old"])
+def test_tydiqa_local_files_in_either_xtreme_layout(vocab, tmp_path, table):
+  files = qa_tasks.LOCAL_FILES if table == "current" else (
+      qa_tasks.LOCAL_FILES_OLD)
+  _squad_file(tmp_path / files["tydiqa_train"], HAND_MADE)
+  _squad_file(tmp_path / files["tydiqa_dev"].format(lang="en"), HAND_MADE)
+  prefix = f"test_qa_{table}_"
+  qa_tasks.register_qa_local(str(tmp_path), vocabulary=vocab, prefix=prefix,
+                             xquad_languages=(), mlqa_languages=(),
+                             tydiqa_languages=("en",), max_seq_length=LENGTH,
+                             doc_stride=16, max_query_length=16)
+  for name, split in (("tydiqa_train_en", "train"), ("tydiqa_en", "validation")):
+    task = seqio.get_mixture_or_task(prefix + name)
+    ids = [x["example_id"] for x in task.get_dataset(
+        None, split=split, shuffle=False).as_numpy_iterator()]
+    assert ids == [b"english-1-0"]
+
+
+def test_blank_gold_answers_are_an_error_naming_the_file(vocab, tmp_path):
+  blank = json.loads(json.dumps(HAND_MADE))
+  blank[0]["qas"][0]["answers"] = [{"text": "", "answer_start": -1}]
+  path = tmp_path / qa_tasks.LOCAL_FILES["tydiqa_dev"].format(lang="en")
+  _squad_file(path, blank)
+  qa_tasks.register_qa_local(str(tmp_path), vocabulary=vocab,
+                             prefix="test_qa_blank_", xquad_languages=(),
+                             mlqa_languages=(), tydiqa_languages=("en",))
+  task = seqio.get_mixture_or_task("test_qa_blank_tydiqa_en")
+  with pytest.raises(ValueError, match=r"tydiqa\.goldp\.en\.dev\.json: every "
+                     r"one of the 1 questions has blank gold answers"):
+    task.get_dataset(None, split="validation")

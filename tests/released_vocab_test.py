@@ -226,7 +226,7 @@ from rembert_t5x import train
 include 'gin_configs/models/tiny.gin'
 VOCAB_SIZE = 400
 MODEL_DIR = %gin.REQUIRED
-INIT_CHECKPOINT = None
+INITIAL_CHECKPOINT_PATH = None
 models.RemBertPairClassificationModel.module = \\
     @network.RemBertForSequenceClassification()
 network.RemBertForSequenceClassification.num_classes = 2
@@ -240,13 +240,13 @@ train.train:
   log_period = 1
   mesh_shape = (1, 1)
   progress_bar = False
-  init_checkpoint = %INIT_CHECKPOINT
+  init_checkpoint = %INITIAL_CHECKPOINT_PATH
 """)
   ft = tmp_path / "ft"
-  # The local runner's command line, INIT_CHECKPOINT at the converted dir.
+  # The local runner's command line, INITIAL_CHECKPOINT_PATH at the converted dir.
   train.main(cli.parse_gin_args([f"--gin_file={run_gin}",
                                  f"--gin.MODEL_DIR='{ft}'",
-                                 f"--gin.INIT_CHECKPOINT='{out}'"]))
+                                 f"--gin.INITIAL_CHECKPOINT_PATH='{out}'"]))
   configs.parse_gin([])
   model = models.RemBertPairClassificationModel(
       network.RemBertForSequenceClassification(CONFIG, 2))

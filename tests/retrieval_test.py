@@ -1,43 +1,27 @@
 """Tests for the retrieval tasks (rembert_tasks.retrieval) on real Tatoeba."""
 
+import dataclasses
 import os
 import zlib
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 import seqio
-import tensorflow as tf
 import tensorflow_datasets as tfds
 
+from rembert_t5x import eval as eval_lib
+from rembert_t5x import feature_converters
+from rembert_t5x import models
+from rembert_t5x import network
 from rembert_t5x import xtreme_readers
 import rembert_tasks.retrieval as retrieval
+from tests import test_utils
 from tests.xtreme_preprocessors_test import train_tiny_vocab
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 LENGTHS = {"input_tokens": 64, "token_types": 64}
-
-
-class _EmbedConverter(seqio.FeatureConverter):
-  """Stand-in for the model's retrieval converter: pads tokens, keeps keys."""
-
-  TASK_FEATURES = {
-      "input_tokens": seqio.FeatureConverter.FeatureSpec(dtype=tf.int32),
-      "token_types": seqio.FeatureConverter.FeatureSpec(dtype=tf.int32),
-      "targets": seqio.FeatureConverter.FeatureSpec(dtype=tf.int32),
-  }
-  MODEL_FEATURES = TASK_FEATURES
-  PACKING_FEATURE_DTYPES = {}
-
-  def __init__(self):
-    super().__init__(pack=False)
-
-  def _convert_features(self, ds, task_feature_lengths):
-    ds = ds.map(lambda ex: {k: ex[k] for k in self.TASK_FEATURES})
-    return seqio.utils.trim_and_pad_dataset(ds, task_feature_lengths)
-
-  def get_model_feature_lengths(self, task_feature_lengths):
-    return task_feature_lengths
 
 
 def _shared_data() -> Path:
@@ -55,20 +39,32 @@ def vocab(tmp_path_factory):
   return train_tiny_vocab(tmp_path_factory.mktemp("spm"))
 
 
-def _evaluate(task_name, embed, num_examples=None, split="test"):
-  """seqio evaluation with `embed(model_example) -> vector` as the model."""
-  evaluator = seqio.Evaluator(
-      task_name, feature_converter=_EmbedConverter(),
-      eval_split=split, use_cached=False, sequence_length=LENGTHS,
-      num_examples=num_examples)
+class _Scorer:
+  """seqio evaluation of one task with `embed(side, index, model_example)`.
 
-  def predict_fn(ds, model_feature_shapes=None):
-    del model_feature_shapes
-    return [(i, embed(ex)) for i, ex in ds.as_numpy_iterator()]
+  The evaluator is built (and the task tokenised) once; the model features
+  (those of the real RetrievalFeatureConverter) do not carry the sentence
+  key, so `embed` gets it from the example's position.
+  """
 
-  metrics, _ = evaluator.evaluate(compute_metrics=True,
-                                  predict_fn=predict_fn)
-  return metrics.result()[task_name]
+  def __init__(self, task_name, split="test"):
+    self.task_name = task_name
+    self.evaluator = seqio.Evaluator(
+        task_name,
+        feature_converter=feature_converters.RetrievalFeatureConverter(),
+        eval_split=split, use_cached=False, sequence_length=LENGTHS)
+    self.keys = [tuple(int(v) for v in ex["targets"]) for ex in
+                 self.evaluator.cached_task_datasets[task_name]
+                 .as_numpy_iterator()]
+
+  def __call__(self, embed):
+    def predict_fn(ds, model_feature_shapes=None):
+      del model_feature_shapes
+      return [(i, embed(*self.keys[i], ex)) for i, ex in ds.as_numpy_iterator()]
+
+    metrics, _ = self.evaluator.evaluate(compute_metrics=True,
+                                         predict_fn=predict_fn)
+    return metrics.result()[self.task_name]
 
 
 def test_default_registration():
@@ -128,26 +124,29 @@ def test_local_tatoeba_task_and_metric(vocab):
   pair_vectors = rng.normal(size=(1000, 32))
   shuffle = rng.permutation(1000)
 
-  def identical(ex):
-    return pair_vectors[ex["targets"][1]]
+  def identical(side, index, ex):
+    del side, ex
+    return pair_vectors[index]
 
-  def shuffled(ex):
-    side, index = ex["targets"]
+  def shuffled(side, index, ex):
+    del ex
     return pair_vectors[shuffle[index] if side == 1 else index]
 
-  def char_trigrams(ex, dim=512):
+  def char_trigrams(side, index, ex, dim=512):
     # A "model" that sees only the input ids: hashed character trigrams of
     # the decoded input.
+    del side, index
     vector = np.zeros(dim)
     text = f"  {vocab.decode(ex['input_tokens'].tolist()).lower()}  "
     for i in range(len(text) - 2):
       vector[zlib.crc32(text[i:i + 3].encode()) % dim] += 1
     return vector
 
-  assert _evaluate(task.name, identical) == {"accuracy": 100.0}
-  assert _evaluate(task.name, shuffled)["accuracy"] < 2.0  # chance: 0.1
+  score = _Scorer(task.name)
+  assert score(identical) == {"accuracy": 100.0}
+  assert score(shuffled)["accuracy"] < 2.0  # chance: 0.1
   # Real text, no model: shared names and numbers already beat chance.
-  assert _evaluate(task.name, char_trigrams)["accuracy"] > 5.0
+  assert score(char_trigrams)["accuracy"] > 5.0
 
 
 def test_local_bucc_task_finds_gold_among_distractors(vocab, tmp_path):
@@ -167,13 +166,124 @@ def test_local_bucc_task_finds_gold_among_distractors(vocab, tmp_path):
   noise = {(side, i): rng.normal(size=16) for side in (0, 1)
            for i in range(15)}
 
-  def embed(ex):
-    side, index = (int(v) for v in ex["targets"])
+  def embed(side, index, ex):
+    del ex
     pair = index if side == 0 else index - 5
     if pair in shared and (side == 0 or index >= 5):
       return shared[pair] + 0.01 * noise[(side, index)]
     return noise[(side, index)]
 
-  scores = _evaluate("test_bucc_de", embed, split="validation")
+  scores = _Scorer("test_bucc_de", split="validation")(embed)
   assert scores["f1"] == 100.0
   assert scores["precision"] == 100.0 and scores["recall"] == 100.0
+
+
+# --- The retrieval model class on real Tatoeba pairs --------------------------
+
+
+def _random_model(vocab, seed=0):
+  """A tiny RemBertRetrievalModel with random weights and its params."""
+  config = dataclasses.replace(
+      test_utils.TINY_CONFIG, vocab_size=vocab.vocab_size,
+      max_position_embeddings=LENGTHS["input_tokens"])
+  model = models.RemBertRetrievalModel(network.RemBertForRetrieval(config))
+  # One compiled init (eager init compiles every op on its own).
+  init = jax.jit(lambda rng: model.get_initial_variables(
+      rng, {"input_tokens": (2, 8)})["params"])
+  return model, init(jax.random.PRNGKey(seed))
+
+
+def _tatoeba_copy(directory, pairs, code="xxx"):
+  """Writes line-aligned pairs in the LASER Tatoeba layout; returns the dir."""
+  folder = directory / "tatoeba"
+  folder.mkdir(parents=True)
+  for side, lines in ((code, [s for s, _ in pairs]),
+                      ("eng", [e for _, e in pairs])):
+    (folder / f"tatoeba.{code}-eng.{side}").write_text(
+        "".join(line + "\n" for line in lines), encoding="utf-8")
+  return directory
+
+
+def test_random_weight_model_is_near_chance_on_real_tatoeba(vocab, tmp_path):
+  data = _shared_data()
+  # The first 500 German-English pairs (a subset keeps the test short).
+  pairs = xtreme_readers.read_parallel_lines(
+      *xtreme_readers.tatoeba_files(str(data), "deu"))[:500]
+  retrieval.register_tatoeba_local(
+      str(_tatoeba_copy(tmp_path / "de", pairs, "deu")), vocabulary=vocab,
+      prefix="model_", languages={"de": "deu"})
+  model, params = _random_model(vocab)
+  # The real local evaluation path (rembert_t5x.eval), real model class.
+  scores = eval_lib.evaluate_params(model, params, "model_tatoeba_de", "test",
+                                    LENGTHS, batch_size=100)
+  chance = 100.0 / len(pairs)  # 0.2: one right answer among 500
+  assert scores["model_tatoeba_de"]["accuracy"] < 10 * chance
+  # The same random encoder finds an English sentence among English
+  # sentences (identical text, identical embedding): the sides, the keys and
+  # the pooling line up, so the low score above is the weights', not the
+  # pipeline's. Distinct sentences only, so every query has one answer.
+  english = list(dict.fromkeys(e for _, e in pairs))
+  retrieval.register_tatoeba_local(
+      str(_tatoeba_copy(tmp_path / "en", [(e, e) for e in english])),
+      vocabulary=vocab, prefix="copy_", languages={"en": "xxx"})
+  scores = eval_lib.evaluate_params(model, params, "copy_tatoeba_en", "test",
+                                    LENGTHS, batch_size=100)
+  assert scores["copy_tatoeba_en"]["accuracy"] == 100.0
+
+
+def _bucc_from_tatoeba(root, pairs, rng):
+  """A BUCC-layout corpus: gold pairs among sentences with no translation.
+
+  German sentences of pairs [0, 2n/3), English of pairs [n/3, n): the middle
+  third are the gold pairs, the rest distractors; rows are shuffled and
+  carry BUCC-style ids.
+  """
+  n = len(pairs)
+  german = [(f"de-{i:06d}", pairs[i][0]) for i in range(2 * n // 3)]
+  english = [(f"en-{i:06d}", pairs[i][1]) for i in range(n // 3, n)]
+  gold = [(f"de-{i:06d}", f"en-{i:06d}") for i in range(n // 3, 2 * n // 3)]
+  folder = root / "bucc2018"
+  folder.mkdir()
+  for suffix, rows in (("de", german), ("en", english)):
+    rows = [rows[i] for i in rng.permutation(len(rows))]
+    (folder / f"de-en.dev.{suffix}").write_text(
+        "".join(f"{i}\t{s}\n" for i, s in rows), encoding="utf-8")
+  (folder / "de-en.dev.gold").write_text(
+      "".join(f"{a}\t{b}\n" for a, b in gold), encoding="utf-8")
+  return xtreme_readers.bucc_files(str(root), "de", "dev")
+
+
+def test_bucc_on_tatoeba_pairs_with_distractors(vocab, tmp_path):
+  data = _shared_data()
+  pairs = xtreme_readers.read_parallel_lines(
+      *xtreme_readers.tatoeba_files(str(data), "deu"))[:240]
+  # Distinct sentences on each side, so every gold pair can be extracted
+  # (XTREME drops sentences that occur under two ids).
+  seen_de, seen_en, distinct = set(), set(), []
+  for de, en in pairs:
+    if de not in seen_de and en not in seen_en:
+      distinct.append((de, en))
+    seen_de.add(de)
+    seen_en.add(en)
+  rng = np.random.RandomState(0)
+  files = _bucc_from_tatoeba(tmp_path, distinct, rng)
+  retrieval.register_bucc_local(str(tmp_path), vocabulary=vocab,
+                                prefix="model_", languages=("de",))
+  rows = [[text for _, text in xtreme_readers.read_bucc_sentences(path)]
+          for path in (files["source"], files["target"])]
+  pair_of = {text: i for i, (de, en) in enumerate(distinct)
+             for text in (de, en)}
+  vectors = rng.normal(size=(len(distinct), 32))
+
+  def oracle(side, index, ex):
+    del ex  # one vector per translation pair, whatever the side
+    return vectors[pair_of[rows[side][index]]]
+
+  scores = _Scorer("model_bucc_de", split="validation")(oracle)
+  assert scores["f1"] == 100.0
+  model, params = _random_model(vocab)
+  scores = eval_lib.evaluate_params(model, params, "model_bucc_de",
+                                    "validation", LENGTHS, batch_size=100)
+  # A random encoder mines next to nothing; the threshold tuned on the gold
+  # can at best keep a lucky pair or two.
+  assert scores["model_bucc_de"]["f1"] < 10.0

@@ -1,114 +1,227 @@
 """Sweeps: grids as data, aggregation, T5X commands, one tiny local sweep."""
 
+import dataclasses
 import json
 
 import pytest
 
+from rembert_t5x import cli
 from rembert_t5x import configs
+from rembert_t5x import gin_path
 from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x import sweep
 from rembert_t5x import train
 
 
-def _record(task, lr, seed, scores, train_language="en", metric="accuracy"):
-  return {"task": task, "learning_rate": lr, "seed": seed,
+def _record(grid, lr, seed, dev, families, train_language="en",
+            metric="accuracy", prefix="rembert_"):
+  """A results record: English-dev score `dev` of the selected checkpoint,
+  and {family: {lang: value}} evaluation results."""
+  return {"task": grid, "learning_rate": lr, "seed": seed,
           "train_language": train_language,
-          "languages": {l: {metric: v} for l, v in scores.items()}}
+          "selection": {"task": f"{prefix}{grid}_en", "split": "validation",
+                        "step": 7, "scores": {"3": dev - 1.0, "7": dev}},
+          "evaluations": {
+              fam: {"mixture": f"{prefix}{fam}_zeroshot", "split": "validation",
+                    "tasks": {f"{prefix}{fam}_{l}": (
+                        v if isinstance(v, dict) else {metric: v})
+                              for l, v in scores.items()}}
+              for fam, scores in families.items()}}
 
 
-def test_best_learning_rate_is_chosen_on_training_language_dev_mean():
+def test_best_learning_rate_is_chosen_on_english_dev_of_selected_checkpoint():
   records = [
-      # lr 1e-5: en mean 80, best average over languages (but not on en dev).
-      _record("xnli", 1e-5, 0, {"en": 79.0, "de": 90.0}),
-      _record("xnli", 1e-5, 1, {"en": 81.0, "de": 90.0}),
-      # lr 2e-5: en mean 85 -> selected.
-      _record("xnli", 2e-5, 0, {"en": 84.0, "de": 60.0}),
-      _record("xnli", 2e-5, 1, {"en": 86.0, "de": 64.0}),
+      # lr 1e-5: English dev mean 80, best average over languages.
+      _record("xnli", 1e-5, 0, 79.0, {"xnli": {"en": 79.0, "de": 90.0}}),
+      _record("xnli", 1e-5, 1, 81.0, {"xnli": {"en": 81.0, "de": 90.0}}),
+      # lr 2e-5: English dev mean 85 -> selected.
+      _record("xnli", 2e-5, 0, 84.0, {"xnli": {"en": 84.0, "de": 60.0}}),
+      _record("xnli", 2e-5, 1, 86.0, {"xnli": {"en": 86.0, "de": 64.0}}),
   ]
   table = sweep.aggregate(records)
-  t = table["tasks"]["xnli"]
-  assert t["best_learning_rate"] == 2e-5
-  assert t["languages"]["en"] == pytest.approx((85.0, 2 ** 0.5))
-  assert t["languages"]["de"] == pytest.approx((62.0, 8 ** 0.5))
+  g = table["grids"]["xnli"]
+  assert g["best_learning_rate"] == 2e-5
+  assert g["learning_rates"]["1e-05"]["dev"] == pytest.approx((80.0, 2 ** 0.5))
+  assert g["learning_rates"]["2e-05"]["selected_steps"] == [7, 7]
+  f = table["families"]["xnli"]
+  assert f["languages"]["en"] == pytest.approx((85.0, 2 ** 0.5))
+  assert f["languages"]["de"] == pytest.approx((62.0, 8 ** 0.5))
   # Per-seed averages over languages: 72 and 75.
-  assert t["avg"] == pytest.approx((73.5, 4.5 ** 0.5))
-  assert t["zero_shot_avg"] == pytest.approx((62.0, 8 ** 0.5))
-  assert t["learning_rates"]["1e-05"]["dev"] == pytest.approx((80.0, 2 ** 0.5))
+  assert f["avg"] == pytest.approx((73.5, 4.5 ** 0.5))
+  assert f["zero_shot_avg"] == pytest.approx((62.0, 8 ** 0.5))
   assert table["average"] == pytest.approx(73.5)
 
 
-def test_qa_is_scored_as_mean_of_em_and_f1_and_tasks_are_averaged():
-  qa = {"en": {"exact_match": 60.0, "f1": 80.0},
-        "de": {"exact_match": 40.0, "f1": 50.0}}
-  records = [{"task": "xquad", "learning_rate": 3e-5, "seed": 0,
-              "train_language": "en", "languages": qa},
-             _record("panx", 1e-5, 0, {"en": 80.0, "de": 70.0}, metric="f1")]
-  table = sweep.aggregate(records)
-  assert table["tasks"]["xquad"]["languages"]["en"] == (70.0, 0.0)
-  assert table["tasks"]["xquad"]["avg"] == (57.5, 0.0)
-  assert table["average"] == pytest.approx((57.5 + 75.0) / 2)
-  assert sweep.task_score({"exact_match": 1.0, "f1": 3.0, "xtreme": 2.0}) == 2.0
+def test_one_squad_model_reports_xquad_and_mlqa_without_key_collisions():
+  """The SQuAD-trained grid reports two families; MLQA's `en` and the SQuAD
+  dev set's `en` (rembert_squad_en, in the MLQA mixture) never collide."""
+  qa = {"exact_match": 60.0, "f1": 80.0}
+  record = _record("squad", 3e-5, 0, 75.0, {
+      "xquad": {"en": {"exact_match": 50.0, "f1": 70.0},
+                "de": {"exact_match": 40.0, "f1": 50.0}},
+      "mlqa": {"en": qa}})
+  record["evaluations"]["xquad"]["split"] = "test"
+  table = sweep.aggregate([record,
+                           _record("panx", 1e-5, 0, 80.0,
+                                   {"panx": {"en": 80.0, "de": 70.0}},
+                                   metric="f1")])
+  assert table["families"]["xquad"]["languages"]["en"] == (60.0, 0.0)
+  assert table["families"]["mlqa"]["languages"] == {"en": (70.0, 0.0)}
+  assert table["families"]["xquad"]["split"] == "test"
+  assert table["families"]["xquad"]["avg"] == (52.5, 0.0)
+  assert table["average"] == pytest.approx((52.5 + 70.0 + 75.0) / 3)
   text = sweep.markdown(table, "t")
-  assert "| xquad | 3e-05 | 70.0 ± 0.0 | 57.5 ± 0.0 | 45.0 ± 0.0 |" in text
+  assert "| xquad | test | squad | 3e-05 | 52.5 ± 0.0 | 45.0 ± 0.0 |" in text
+  assert "| mlqa | validation | squad | 3e-05 | 70.0 ± 0.0 |  |" in text
+  # Family membership comes from the full task name.
+  assert sweep._in_family("rembert_mlqa_en", "mlqa")
+  assert not sweep._in_family("rembert_squad_en", "mlqa")
+  assert sweep._in_family("rembert_local_mlqa_en", "mlqa")
+  assert sweep.task_score({"exact_match": 1.0, "f1": 3.0, "xtreme": 2.0}) == 2.0
+  # Reference numbers, when given, go in their own column.
+  text = sweep.markdown(table, "t", paper={"xquad": 61.0})
+  assert "| 52.5 ± 0.0 | 45.0 ± 0.0 | 61.0 |" in text
 
 
-def test_ties_pick_the_smaller_rate_and_missing_train_language_fails():
-  records = [_record("p", 2e-5, 0, {"en": 50.0}), _record("p", 1e-5, 0, {"en": 50.0})]
-  assert sweep.aggregate(records)["tasks"]["p"]["best_learning_rate"] == 1e-5
-  with pytest.raises(ValueError, match="no en dev"):
-    sweep.aggregate([_record("p", 1e-5, 0, {"de": 50.0})])
+def test_ties_pick_the_smaller_rate():
+  records = [_record("p", 2e-5, 0, 50.0, {"p": {"en": 50.0}}),
+             _record("p", 1e-5, 0, 50.0, {"p": {"en": 50.0}})]
+  assert sweep.aggregate(records)["grids"]["p"]["best_learning_rate"] == 1e-5
 
 
-def test_grids_are_the_papers():
+def test_grids_batch_sizes_and_splits_are_the_papers():
   t10 = sweep.EXPERIMENTS["table10"]
-  assert t10["pawsx"].learning_rates == (3e-5, 4e-5, 5e-5)
-  assert t10["xnli"].learning_rates == (1e-5, 2e-5, 3e-5)
-  assert t10["xquad"].learning_rates == (2e-5, 3e-5, 4e-5)
-  assert t10["panx"].learning_rates == (1e-5, 2e-5, 3e-5, 4e-5, 5e-5)
+  assert {n: t.learning_rates for n, t in t10.items()} == {
+      "pawsx": (3e-5, 4e-5, 5e-5), "xnli": (1e-5, 2e-5, 3e-5),
+      "squad": (2e-5, 3e-5, 4e-5), "tydiqa": (2e-5, 3e-5, 4e-5),
+      "panx": (1e-5, 2e-5, 3e-5, 4e-5, 5e-5)}
+  assert {t.batch_size for t in t10.values()} == {32}  # Table 10
   t15 = sweep.EXPERIMENTS["table15"]
   assert {n: (t.learning_rates, t.batch_size) for n, t in t15.items()} == {
-      "pawsx": ((8e-6,), 32), "xnli": ((1e-5,), 32), "xquad": ((9e-6,), 32),
-      "udpos": ((3e-5,), 128), "panx": ((8e-6,), 64)}
+      "pawsx": ((8e-6,), 128), "xnli": ((1e-5,), 128),
+      "squad": ((9e-6,), 128), "udpos": ((3e-5,), 128),
+      "panx": ((8e-6,), 64), "tydiqa": ((9e-6,), 128)}
+  splits = {ev.family: ev.split for t in t15.values() for ev in t.evaluations}
+  assert splits == {"xnli": "validation", "pawsx": "validation",
+                    "panx": "validation", "udpos": "validation",
+                    "xquad": "test", "mlqa": "validation",
+                    "tydiqa": "validation"}
+  for t in t15.values():
+    assert t.train_steps is None and t.epochs == 3  # derived from the data
+    assert t.selection_task.endswith("_en")
+  from rembert_tasks import udpos  # pylint: disable=g-import-not-at-top
+  assert t15["udpos"].num_classes == len(udpos.LABELS)
   points = sweep.expand_grid(t10)
-  assert len(points) == (3 + 3 + 3 + 5) * 3
+  assert len(points) == (3 + 3 + 3 + 3 + 5) * 3
   assert {p.seed for p in points} == {0, 1, 2}
-  assert len(sweep.expand_grid(t10, [1e-4], [7])) == 4
-  # Every referenced run file exists.
+  assert len(sweep.expand_grid(t10, [1e-4], [7])) == 5
+  # Every referenced run file exists; every family's mixture has tasks of
+  # that family with the reported split, and so does the selection task.
+  import seqio  # pylint: disable=g-import-not-at-top
   for exp in sweep.EXPERIMENTS.values():
     for t in exp.values():
-      for f in (t.run_file, t.eval_file):
-        assert f is None or (configs.REPO_ROOT / f).exists(), f
+      assert (gin_path.search_root() / t.run_file).exists(), t.run_file
+      assert "validation" in seqio.get_mixture_or_task(t.selection_task).splits
+      for ev in t.evaluations:
+        assert (gin_path.search_root() / ev.eval_file).exists(), ev.eval_file
+        tasks = [x for x in seqio.get_mixture_or_task(ev.mixture).tasks
+                 if ev.split in x.splits and sweep._in_family(x.name, ev.family)]
+        assert tasks, (ev.family, ev.split)
 
 
-def test_t5x_commands():
-  points = sweep.expand_grid({"panx": sweep.EXPERIMENTS["table10"]["panx"]},
-                             [2e-5], [1])
-  train_cmd, eval_cmd = sweep.t5x_commands("/out", points,
-                                           "gin_configs/models/tiny.gin", "/pre/ck")
+def test_steps_are_derived_from_the_dataset_size():
+  import seqio  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from rembert_t5x import protocol  # pylint: disable=g-import-not-at-top
+  from rembert_t5x import xtreme_preprocessors as xp  # pylint: disable=g-import-not-at-top
+
+  def dataset_fn(split, shuffle_files, seed=None):
+    del split, shuffle_files, seed
+    return tf.data.Dataset.from_tensor_slices({"x": list(range(50))})
+
+  # Counted (a local-file-like source) ...
+  xp.add_task("sweeptest_counted", source=seqio.FunctionDataSource(
+      dataset_fn, splits=["train"]), output_features={})
+  # ... or read from the source's metadata (TFDS split info), not counted.
+  xp.add_task("sweeptest_declared", source=seqio.FunctionDataSource(
+      dataset_fn, splits=["train"], num_input_examples={"train": 1000}),
+              output_features={})
+  assert protocol.num_examples("sweeptest_counted") == 50
+  assert protocol.train_steps("sweeptest_counted", 8) == 3 * 7
+  assert protocol.train_steps("sweeptest_declared", 128, epochs=3) == 3 * 8
+  spec = sweep.TaskSpec("x", "pair", 2, "sweeptest_counted", "x_en", (),
+                        (1e-5,), batch_size=16)
+  assert sweep.resolve_steps(spec) == 12
+  assert sweep.checkpoint_period(spec, 12) == 4  # one checkpoint per epoch
+  assert sweep.resolve_steps(dataclasses.replace(spec, train_steps=5)) == 5
+  with pytest.raises(cli.UserError, match="has no 'validation' split"):
+    protocol.num_examples("sweeptest_counted", "validation")
+
+
+def test_protocol_select_reads_seqio_metrics(tmp_path, capsys):
+  from rembert_t5x import protocol  # pylint: disable=g-import-not-at-top
+  metrics = tmp_path / "inference_eval"
+  metrics.mkdir()
+  lines = [{"step": 100, "exact_match": 50.0, "f1": 60.0},
+           {"step": 200, "exact_match": 70.0, "f1": 72.0},
+           {"step": 300, "exact_match": 60.0, "f1": 80.0},  # tie with 200
+           {"step": 400, "exact_match": 90.0, "f1": 90.0}]  # no checkpoint
+  (metrics / "rembert_squad_en-metrics.jsonl").write_text(
+      "\n".join(json.dumps(l) for l in lines) + "\n")
+  for step in (100, 200, 300):
+    (tmp_path / f"checkpoint_{step}").mkdir()
+  path, step, scores = protocol.select_checkpoint(
+      str(metrics), "rembert_squad_en", str(tmp_path))
+  assert step == 200 and path == str(tmp_path / "checkpoint_200")
+  assert scores == {100: 55.0, 200: 71.0, 300: 70.0}
+  protocol.main(["select", f"--metrics_dir={metrics}",
+                 "--task=rembert_squad_en", f"--checkpoint_dir={tmp_path}"])
+  assert capsys.readouterr().out.strip() == str(tmp_path / "checkpoint_200")
+  with pytest.raises(SystemExit):
+    protocol.main(["select", f"--metrics_dir={metrics}",
+                   "--task=rembert_xnli_en", f"--checkpoint_dir={tmp_path}"])
+  assert "rembert_xnli_en-metrics.jsonl: no such file" in capsys.readouterr().err
+
+
+def test_t5x_commands_train_select_and_evaluate_each_family():
+  points = sweep.expand_grid({"squad": sweep.EXPERIMENTS["table15"]["squad"]},
+                             seeds=[1])
+  lines = sweep.t5x_commands("/out", points, "gin_configs/models/tiny.gin",
+                             "/pre/ck")
+  assert lines[0] == "set -e" and lines[1] == "# squad/lr=9e-06/seed=1"
+  train_cmd, select_cmd, xquad_cmd, mlqa_cmd = lines[2:]
   assert train_cmd.startswith("python -m t5x.train --gin_search_paths=. "
                               "--gin_file=gin_configs/models/tiny.gin "
-                              "--gin_file=gin_configs/runs/finetune_panx.gin ")
+                              "--gin_file=gin_configs/runs/finetune_xquad.gin ")
   for part in ("--gin.INITIAL_CHECKPOINT_PATH=\"'/pre/ck'\"",
-               "--gin.MODEL_DIR=\"'/out/runs/panx/lr=2e-05/seed=1'\"",
-               "--gin.LEARNING_RATE=2e-05", "--gin.BATCH_SIZE=32",
-               "--gin.TRAIN_STEPS=1875", "--gin.WARMUP_STEPS=187",
-               "--gin.RANDOM_SEED=1", "--gin.train/utils.DatasetConfig.seed=1"):
+               "--gin.MODEL_DIR=\"'/out/runs/squad/lr=9e-06/seed=1'\"",
+               "--gin.LEARNING_RATE=9e-06", "--gin.BATCH_SIZE=128",
+               "--gin.EPOCHS=3", "--gin.RANDOM_SEED=1",
+               "--gin.train/utils.DatasetConfig.seed=1"):
     assert part in train_cmd.split(" "), part
-  assert "--gin_file=gin_configs/runs/eval_panx.gin" in eval_cmd
-  assert ("--gin.CHECKPOINT_PATH=\"'/out/runs/panx/lr=2e-05/seed=1/"
-          "checkpoint_1875'\"") in eval_cmd
-  udpos = sweep.expand_grid({"udpos": sweep.EXPERIMENTS["table15"]["udpos"]},
-                            seeds=[0])
-  assert sweep.t5x_commands("/o", udpos, "m.gin", "/p")[0].startswith("# ")
+  # Steps are the run file's (derived from the data), never typed here.
+  assert "TRAIN_STEPS" not in train_cmd
+  assert select_cmd == (
+      "BEST=$(python -m rembert_t5x.protocol select "
+      "--metrics_dir=/out/runs/squad/lr=9e-06/seed=1/inference_eval "
+      "--task=rembert_squad_en "
+      "--checkpoint_dir=/out/runs/squad/lr=9e-06/seed=1)")
+  assert "--gin_file=gin_configs/runs/eval_xquad.gin" in xquad_cmd
+  assert "--gin.CHECKPOINT_PATH=\"'$BEST'\"" in xquad_cmd
+  assert "--gin.utils.DatasetConfig.split=\"'test'\"" in xquad_cmd
+  assert "--gin_file=gin_configs/runs/eval_mlqa.gin" in mlqa_cmd
+  assert "--gin.utils.DatasetConfig.split=\"'validation'\"" in mlqa_cmd
 
 
 def test_cli_prints_t5x_commands(capsys):
   sweep.main(["--experiment=table10", "--workdir=/w", "--runner=t5x",
               "--pretrained=/p", "--tasks=xnli", "--seeds=0,1"])
   lines = capsys.readouterr().out.strip().splitlines()
-  assert len(lines) == 3 * 2 * 2
+  assert len(lines) == 1 + 3 * 2 * 4
   assert sum(l.startswith("python -m t5x.eval") for l in lines) == 6
+  assert all("--gin.BATCH_SIZE=32" in l for l in lines
+             if l.startswith("python -m t5x.train"))
 
 
 CONFIG = network.RemBertConfig(
@@ -129,25 +242,33 @@ def test_tiny_local_sweep_end_to_end(tmp_path):
               mixture_or_task_name=names["mlm"],
               task_feature_lengths={"input_tokens": 64}, train_steps=2,
               batch_size=8, pack=True, checkpoint_period=2, progress_bar=False)
-  tasks = sweep.demo_tasks(prefix="sweeptest_", train_steps=2)
-  tasks = {"pair": tasks["pair"]}
-  import dataclasses  # pylint: disable=g-import-not-at-top
-  tasks["pair"] = dataclasses.replace(tasks["pair"], batch_size=8)
-  points = sweep.expand_grid(tasks, [1e-3, 2e-3], [0])
+  tasks = sweep.demo_tasks(prefix="sweeptest_")
+  # 64 training pairs at batch 32, 1 epoch: 2 steps, derived from the data.
+  tasks = {"pair": dataclasses.replace(tasks["pair"], batch_size=32,
+                                       train_steps=None, epochs=1)}
+  # One grid point keeps the test fast; `aggregate` tests cover the choice
+  # between learning rates.
+  points = sweep.expand_grid(tasks, [1e-3], [0])
   work = tmp_path / "sweep"
   table = sweep.run_local(str(work), points, CONFIG, str(tmp_path / "pre"),
                           "tiny", log=lambda _: None)
   langs = set(manifest["languages"])
-  assert set(table["tasks"]["pair"]["languages"]) == langs
-  assert table["tasks"]["pair"]["best_learning_rate"] in (1e-3, 2e-3)
+  assert set(table["families"]["pair"]["languages"]) == langs
+  assert table["grids"]["pair"]["best_learning_rate"] == 1e-3
   saved = json.loads((work / "sweep.json").read_text())
-  assert len(saved["runs"]) == 2 and saved["average"] == table["average"]
-  assert "## pair (trained on qla)" in (work / "sweep.md").read_text()
+  assert len(saved["runs"]) == 1 and saved["average"] == table["average"]
+  run = saved["runs"][0]
+  assert run["train_steps"] == 2 and run["checkpoint_period"] == 2
+  assert run["selection"]["task"] == "sweeptest_pair_qla"
+  assert run["selection"]["step"] == 2
+  assert set(run["evaluations"]["pair"]["tasks"]) == {
+      f"sweeptest_pair_{l}" for l in langs}
+  assert "## pair (validation, trained on qla)" in (work / "sweep.md").read_text()
   assert (work / "sweep.png").stat().st_size > 0
   assert not (work / "runs/pair/lr=1e-03/seed=0/model").exists()
   # Resumable: finished grid points are not rerun.
   logs = []
   again = sweep.run_local(str(work), points, CONFIG, str(tmp_path / "pre"),
                           "tiny", log=logs.append)
-  assert all(l.endswith("done, skipped") for l in logs) and len(logs) == 2
+  assert all(l.endswith("done, skipped") for l in logs) and len(logs) == 1
   assert again == table

@@ -8,6 +8,7 @@ Without T5X only the CLI's one-line error is checked (T5X is blocked in a
 subprocess, so that test runs everywhere).
 """
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -19,10 +20,12 @@ import numpy as np
 import pytest
 from flax import traverse_util
 
+from rembert_t5x import checkpoint_conversion as cc
 from rembert_t5x import checkpoint_io
 from rembert_t5x import cli
 from rembert_t5x import models
 from rembert_t5x import network
+from rembert_t5x import partitioning
 from tests import test_utils
 
 HAS_T5X = importlib.util.find_spec("t5x") is not None
@@ -45,8 +48,18 @@ def _write_ours(path, module=None):
                        np.ones((1, 8), np.int32), enable_dropout=False)
   flat = _flat(params["params"])
   checkpoint_io.write_orbax_params(path, iter(flat.items()))
-  checkpoint_io._write_config(path, CFG)  # pylint: disable=protected-access
+  checkpoint_io.write_config(path, CFG)
   return flat
+
+
+# The exported config pads the vocabulary as the T5X run files do.
+PADDED = dataclasses.replace(
+    CFG, vocab_pad_multiple=partitioning.T5X_VOCAB_PAD_MULTIPLE)
+
+
+def _padded(flat):
+  """What the export holds: vocabulary tensors with zero rows appended."""
+  return cc.resize_vocab_params(flat, PADDED.padded_vocab_size)
 
 
 def test_cli_without_t5x_gives_one_clear_error(tmp_path):
@@ -70,17 +83,21 @@ def test_cli_without_t5x_gives_one_clear_error(tmp_path):
 @needs_t5x
 def test_export_restores_for_finetuning_bit_for_bit(tmp_path):
   from rembert_t5x import t5x_export  # pylint: disable=g-import-not-at-top
-  flat = _write_ours(tmp_path / "ours")
+  flat = _padded(_write_ours(tmp_path / "ours"))
   summary = t5x_export.t5x_native(str(tmp_path / "ours"),
                                   str(tmp_path / "native"))
   assert summary.parameters == sum(v.size for v in flat.values())
+  assert summary.vocab_rows_changed == 128 - 97
+  assert flat["encoder/embeddings/word_embeddings/embedding"].shape == (128, 16)
+  assert checkpoint_io.read_config_file(
+      tmp_path / "native" / checkpoint_io.CONFIG_FILE) == PADDED
   assert summary.tensors == len(flat)
   assert sorted(os.listdir(tmp_path / "native")) == [
       "checkpoint_0", checkpoint_io.CONFIG_FILE]
   assert (tmp_path / "native" / "checkpoint_0" / "checkpoint").is_file()
 
   pair = models.RemBertPairClassificationModel(
-      network.RemBertForSequenceClassification(CFG, 2))
+      network.RemBertForSequenceClassification(PADDED, 2))
   state = t5x_export.restore_for_finetuning(
       str(tmp_path / "native" / "checkpoint_0"), pair)
   assert int(state.step) == 0
@@ -101,9 +118,9 @@ def test_export_restores_full_state_for_pretraining(tmp_path):
   """T5X's default restore (all of state/, strict) into the MLM model."""
   from t5x import utils  # pylint: disable=g-import-not-at-top
   from rembert_t5x import t5x_export  # pylint: disable=g-import-not-at-top
-  flat = _write_ours(tmp_path / "ours")
+  flat = _padded(_write_ours(tmp_path / "ours"))
   t5x_export.t5x_native(str(tmp_path / "ours"), str(tmp_path / "native"))
-  mlm = models.RemBertMLMModel(network.RemBertForMaskedLM(CFG))
+  mlm = models.RemBertMLMModel(network.RemBertForMaskedLM(PADDED))
   initializer = utils.TrainStateInitializer(
       optimizer_def=t5x_export.make_optimizer("adamw"),
       init_fn=mlm.get_initial_variables,

@@ -19,14 +19,17 @@ import pytest
 
 from rembert_t5x import models
 from rembert_t5x import network
+from rembert_t5x import partitioning
 from rembert_t5x import t5x_partitioning
+from tests import test_utils
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUNS = os.path.join(REPO, "gin_configs", "runs")
 RUN_FILES = sorted(f for f in glob.glob(os.path.join(RUNS, "*.gin"))
                    if not os.path.basename(f).startswith("local_"))
 T5X_RUN_FILES = ("t5x/configs/runs/pretrain.gin",
-                 "t5x/configs/runs/finetune.gin", "t5x/configs/runs/eval.gin")
+                 "t5x/configs/runs/finetune.gin", "t5x/configs/runs/eval.gin",
+                 "t5x/configs/runs/infer.gin")
 HAS_T5X = importlib.util.find_spec("t5x") is not None
 needs_t5x = pytest.mark.skipif(
     not HAS_T5X, reason="t5x is not installed (pip install -e '.[t5x]')")
@@ -38,10 +41,33 @@ TASK_FILES = {
     "pawsx": ("RemBertPairClassificationModel",
               "RemBertForSequenceClassification", 2),
     "panx": ("RemBertTaggingModel", "RemBertForTokenClassification", 7),
+    "udpos": ("RemBertTaggingModel", "RemBertForTokenClassification", 18),
     "xquad": ("RemBertQAModel", "RemBertForQuestionAnswering", None),
+    "tydiqa": ("RemBertQAModel", "RemBertForQuestionAnswering", None),
 }
-# RemBERT's fine-tuning learning rates (paper Table 15).
-PAPER_LR = {"xnli": 1e-5, "pawsx": 8e-6, "panx": 8e-6, "xquad": 9e-6}
+# infer file -> (model class, task module with LABELS or None for QA, the
+# t5x_infer writer it binds).
+INFER_FILES = {
+    "xnli": ("RemBertPairClassificationModel", "xnli",
+             "write_pair_predictions"),
+    "pawsx": ("RemBertPairClassificationModel", "pawsx",
+              "write_pair_predictions"),
+    "panx": ("RemBertTaggingModel", "panx", "write_tagging_predictions"),
+    "udpos": ("RemBertTaggingModel", "udpos", "write_tagging_predictions"),
+    "xquad": ("RemBertQAModel", None, "write_qa_windows"),
+    "mlqa": ("RemBertQAModel", None, "write_qa_windows"),
+    "tydiqa": ("RemBertQAModel", None, "write_qa_windows"),
+}
+# RemBERT's fine-tuning learning rates and batch sizes (paper Table 15;
+# TyDiQA-GoldP has no row there: SQuAD's, our choice).
+PAPER_LR = {"xnli": 1e-5, "pawsx": 8e-6, "panx": 8e-6, "udpos": 3e-5,
+            "xquad": 9e-6, "tydiqa": 9e-6}
+PAPER_BATCH = {"xnli": 128, "pawsx": 128, "panx": 64, "udpos": 128,
+               "xquad": 128, "tydiqa": 128}
+# The split each family reports (paper §4: dev sets; XQuAD has only test).
+EVAL_SPLITS = {"xnli": "validation", "pawsx": "validation",
+               "panx": "validation", "udpos": "validation", "xquad": "test",
+               "mlqa": "validation", "tydiqa": "validation"}
 
 
 def _read(name):
@@ -57,8 +83,9 @@ def test_expected_run_files_exist():
   names = {os.path.basename(f) for f in RUN_FILES}
   for name in ["pretrain_mlm.gin", "t5x_cpu_tiny.gin",
                "t5x_cpu_model_parallel.gin"] + [
-                   f"{kind}_{task}.gin" for task in TASK_FILES
-                   for kind in ("finetune", "eval")]:
+                   f"{kind}_{task}.gin" for task in [*TASK_FILES, "mlqa"]
+                   for kind in ("finetune", "eval")] + [
+                       f"infer_{task}.gin" for task in INFER_FILES]:
     assert name in names
 
 
@@ -92,6 +119,9 @@ def test_referenced_classes_exist(path):
     assert hasattr(partitioning, fn), fn
   for fn in re.findall(r"@t5x_partitioning\.(\w+)\(", text):
     assert hasattr(t5x_partitioning, fn), fn
+  for fn in re.findall(r"@?rembert_optimizer\.(\w+)", text):
+    from rembert_t5x import optimizer  # pylint: disable=g-import-not-at-top
+    assert hasattr(optimizer, fn), fn
 
 
 @pytest.mark.parametrize("task", sorted(TASK_FILES))
@@ -106,20 +136,84 @@ def test_task_files_bind_model_and_heads(task):
   # The head sizes are those of the registered tasks' label sets.
   label_counts = {"xnli": ("rembert_tasks.xnli", 3),
                   "pawsx": ("rembert_tasks.pawsx", 2),
-                  "panx": ("rembert_tasks.panx", 7)}
+                  "panx": ("rembert_tasks.panx", 7),
+                  "udpos": ("rembert_tasks.udpos", 18)}
   if task in label_counts:
     module, n = label_counts[task]
     assert len(importlib.import_module(module).LABELS) == n
 
 
+@pytest.mark.parametrize("task", sorted(INFER_FILES))
+def test_infer_files_bind_model_writer_and_heads(task):
+  model_cls, module, writer = INFER_FILES[task]
+  text = _read(f"infer_{task}.gin")
+  assert f"MODEL = @models.{model_cls}()" in text
+  assert f"@t5x_infer.{writer}" in text
+  assert hasattr(importlib.import_module("rembert_t5x.t5x_infer"), writer)
+  assert "include 'gin_configs/runs/infer_base.gin'" in text
+  if module is None:  # QA: the windows are merged per question
+    assert "merge_fn = @t5x_infer.merge_qa_predictions" in text
+    assert _macros(text)["TASK_FEATURE_LENGTHS"] == "{'input_tokens': 384}"
+  else:
+    if writer == "write_tagging_predictions":  # split sentences are joined
+      assert "merge_fn = @t5x_infer.merge_tagging_predictions" in text
+    labels = importlib.import_module(f"rembert_tasks.{module}").LABELS
+    assert re.search(rf"num_classes = {len(labels)}$", text, re.M)
+    assert _macros(text)["MIXTURE_OR_TASK_NAME"] == f"'rembert_{task}_en'"
+
+
 @pytest.mark.parametrize("task", sorted(TASK_FILES))
-def test_finetune_schedule_arithmetic(task):
+def test_finetune_files_follow_table15_and_type_no_steps(task):
   m = _macros(_read(f"finetune_{task}.gin"))
-  steps, warmup = int(m["TRAIN_STEPS"]), int(m["WARMUP_STEPS"])
   assert float(m["LEARNING_RATE"]) == PAPER_LR[task]
-  assert float(m["DECAY_FACTOR"]) == pytest.approx(1 / (steps - warmup),
-                                                   rel=1e-5)
-  assert warmup == steps // 10
+  assert int(m["BATCH_SIZE"]) == PAPER_BATCH[task]
+  # Steps, warm-up, decay and the checkpoint/eval period are derived from
+  # the dataset in finetune_base.gin, never typed into a task file.
+  for derived in ("TRAIN_STEPS", "WARMUP_STEPS", "DECAY_FACTOR",
+                  "EVAL_PERIOD", "INFER_EVAL_MIXTURE"):
+    assert derived not in m, derived
+  assert m["TRAIN_EVAL_TASK"].endswith("_en'")
+
+
+def test_finetune_base_derives_steps_and_selects_per_epoch():
+  m = _macros(_read("finetune_base.gin"))
+  assert m["TRAIN_STEPS"] == "@protocol.train_steps()"
+  assert m["EVAL_PERIOD"] == "@epoch/protocol.train_steps()"
+  assert m["INFER_EVAL_MIXTURE"] == "%TRAIN_EVAL_TASK"
+  assert int(m["EPOCHS"]) == 3
+  # The warm-up is BERT's 10% of the steps; the decay rate follows from the
+  # steps in optimizer.learning_rate_schedule (train_base.gin).
+  assert m["WARMUP_STEPS"] == "@protocol.warmup_steps()"
+  assert "DECAY_FACTOR" not in m
+  text = _read("finetune_base.gin")
+  assert "utils.SaveCheckpointConfig.period = %EVAL_PERIOD" in text
+  assert "epoch/protocol.train_steps.epochs = 1" in text
+  # MLQA trains exactly as XQuAD (one SQuAD-trained model).
+  assert "include 'gin_configs/runs/finetune_xquad.gin'" in _read(
+      "finetune_mlqa.gin")
+
+
+@pytest.mark.parametrize("task", sorted(EVAL_SPLITS))
+def test_eval_files_use_the_papers_split(task):
+  m = _macros(_read(f"eval_{task}.gin"))
+  assert m["EVAL_SPLIT"] == f"'{EVAL_SPLITS[task]}'"
+  mixture = m["MIXTURE_OR_TASK_NAME"].strip("'")
+  import seqio  # pylint: disable=g-import-not-at-top
+  import rembert_tasks  # pylint: disable=g-import-not-at-top,unused-import
+  # The split exists for the family's tasks (eval_base's old 'test' left
+  # TyDiQA with no task at all).
+  tasks = [t.name for t in seqio.get_mixture_or_task(mixture).tasks
+           if EVAL_SPLITS[task] in t.splits and f"_{task}_" in t.name]
+  assert tasks, (task, mixture)
+
+
+def test_parameter_layout_is_the_same_in_every_t5x_run_file():
+  """A checkpoint restores only into the layout it was saved with."""
+  layouts = {name: (_macros(_read(name))["VOCAB_PAD_MULTIPLE"],
+                    _macros(_read(name))["PARAMETER_PARTITIONING_DIMS"])
+             for name in ("pretrain_mlm.gin", "finetune_base.gin",
+                          "eval_base.gin", "infer_base.gin")}
+  assert len(set(layouts.values())) == 1, layouts
 
 
 def test_pretrain_schedule_matches_paper():
@@ -127,14 +221,18 @@ def test_pretrain_schedule_matches_paper():
   m = _macros(text)
   assert int(m["TRAIN_STEPS"]) == 1760000 and int(m["BATCH_SIZE"]) == 2048
   assert m["TASK_FEATURE_LENGTHS"] == "{'input_tokens': 512}"
-  params = dict(re.findall(r"^  (\w+) = (.+)$", text, re.M))
-  assert float(params["base_learning_rate"]) == 2e-4
-  assert int(params["warmup_steps"]) == 15000
-  assert float(params["decay_factor"]) == pytest.approx(
-      1 / (1760000 - 15000), rel=1e-5)
-  assert (params["b1"], params["b2"], params["eps"],
-          params["weight_decay"]) == ("0.9", "0.999", "1e-6", "0.01")
-  assert "max_norm = 1.0" in text
+  assert float(m["LEARNING_RATE"]) == 2e-4
+  assert int(m["WARMUP_STEPS"]) == 15000
+  assert "include 'gin_configs/runs/train_base.gin'" in text
+  # Table 14's Adam settings are optimizer.adamw's defaults (train_base.gin
+  # binds only its learning rate).
+  import inspect  # pylint: disable=g-import-not-at-top
+  from rembert_t5x import optimizer  # pylint: disable=g-import-not-at-top
+  defaults = {k: p.default for k, p in
+              inspect.signature(optimizer.adamw).parameters.items()}
+  assert (defaults["b1"], defaults["b2"], defaults["eps"],
+          defaults["weight_decay"], defaults["clip_norm"]) == (
+              0.9, 0.999, 1e-6, 0.01, 1.0)
 
 
 def test_explicit_mesh_shapes():
@@ -168,6 +266,8 @@ def _parse(monkeypatch, script, files, bindings=()):
                 "INITIAL_CHECKPOINT_PATH = '/tmp/unused'"],
       "eval": ["CHECKPOINT_PATH = '/tmp/unused'",
                "EVAL_OUTPUT_DIR = '/tmp/unused'"],
+      "infer": ["CHECKPOINT_PATH = '/tmp/unused'",
+                "INFER_OUTPUT_DIR = '/tmp/unused'"],
   }[script]
   gin.parse_config_files_and_bindings(files, required + list(bindings))
   return gin
@@ -211,6 +311,68 @@ def test_eval_run_files_build_tiny_models(task, monkeypatch, clean_gin):
       "gin_configs/runs/t5x_cpu_tiny.gin"])
   model = _build_model(gin)
   assert type(model).__name__ == TASK_FILES[task][0]
+
+
+@pytest.mark.parametrize("name", ["eval_tatoeba.gin", "eval_bucc.gin"])
+def test_retrieval_eval_files_bind_the_retrieval_model(name):
+  # eval_bucc.gin includes eval_tatoeba.gin and overrides some macros.
+  text = _read("eval_tatoeba.gin") + _read(name)
+  assert "MODEL = @models.RemBertRetrievalModel()" in text
+  assert "@network.RemBertForRetrieval()" in text
+  m = _macros(text)
+  assert m["RETRIEVAL_LAYER"].startswith("None")  # XTREME's L/2 + 2
+  assert m["RETRIEVAL_POOLING"] == "'mean'"
+  assert m["EVAL_SPLIT"] == ("'validation'" if name == "eval_bucc.gin"
+                            else "'test'")
+
+
+@needs_t5x
+@pytest.mark.parametrize("name", ["eval_tatoeba", "eval_bucc"])
+def test_retrieval_eval_files_build_tiny_models(name, monkeypatch, clean_gin):
+  gin = _parse(monkeypatch, "eval", [
+      "gin_configs/models/tiny.gin", f"gin_configs/runs/{name}.gin",
+      "gin_configs/runs/t5x_cpu_tiny.gin"],
+      bindings=["RETRIEVAL_LAYER = 1"])
+  model = _build_model(gin)
+  assert isinstance(model, models.RemBertRetrievalModel)
+  assert model.module.layer == 1
+  variables = model.get_initial_variables(
+      jax.random.PRNGKey(0), {"input_tokens": (2, 16)})
+  assert set(variables["params"]) == {"encoder"}
+  split = gin.query_parameter("EVAL_SPLIT/macro.value")
+  assert split == ("validation" if name == "eval_bucc" else "test")
+
+
+@needs_t5x
+def test_finetune_steps_are_derived_from_the_dataset(monkeypatch, clean_gin):
+  """TRAIN_STEPS, EVAL_PERIOD, warm-up and decay as T5X's gin evaluates them,
+  over a counted 50-example task at batch 8: 7 steps per epoch, 3 epochs."""
+  import seqio  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from rembert_t5x import xtreme_preprocessors as xp  # pylint: disable=g-import-not-at-top
+
+  def dataset_fn(split, shuffle_files, seed=None):
+    del split, shuffle_files, seed
+    return tf.data.Dataset.from_tensor_slices({"x": list(range(50))})
+
+  xp.add_task("runs_test_count_en", source=seqio.FunctionDataSource(
+      dataset_fn, splits=["train"]), output_features={})
+  gin = _parse(monkeypatch, "train", [
+      "gin_configs/models/tiny.gin", "gin_configs/runs/finetune_pawsx.gin"],
+      ["MIXTURE_OR_TASK_NAME = 'runs_test_count_en'", "BATCH_SIZE = 8",
+       "MIXTURE_OR_TASK_MODULE = None"])
+
+  def value(macro):
+    return gin.query_parameter(f"{macro}/macro.value").scoped_configurable_fn()
+
+  assert value("TRAIN_STEPS") == 21 and value("EVAL_PERIOD") == 7
+  assert value("WARMUP_STEPS") == 2
+  # The optimizer's schedule decays linearly over the other 19 steps.
+  schedule = gin.query_parameter(
+      "rembert_optimizer.adamw.learning_rate").scoped_configurable_fn()
+  peak = gin.query_parameter("LEARNING_RATE/macro.value")
+  for step, want in ((1, peak / 2), (2, peak), (12, peak * 9 / 19), (21, 0.0)):
+    assert float(schedule(step)) == pytest.approx(want, rel=1e-5, abs=1e-12)
 
 
 @needs_t5x
@@ -257,6 +419,69 @@ def test_model_parallel_overlay_builds_2x2_partitioner(monkeypatch,
                                           "model": 2}
   rules = dict(partitioner._logical_axis_rules)  # pylint: disable=protected-access
   assert rules["vocab"] == "model" and rules["output_embed"] is None
+  assert rules["joined_kv"] == "model"
+
+
+@needs_t5x
+def test_two_d_parameter_partitioning_maps_decoupled_widths_to_data(
+    monkeypatch, clean_gin):
+  gin = _parse(monkeypatch, "train", [
+      "gin_configs/models/tiny.gin", "gin_configs/runs/pretrain_mlm.gin",
+      "gin_configs/runs/t5x_cpu_tiny.gin"],
+      ["PARAMETER_PARTITIONING_DIMS = 2"])
+  rules = gin.query_parameter(
+      "partitioning.PjitPartitioner.logical_axis_rules").scoped_configurable_fn()
+  assert ("embed", "data") in rules  # T5X's own 2-D rule
+  assert ("input_embed", "data") in rules and ("output_embed", "data") in rules
+
+
+@needs_t5x
+@pytest.mark.parametrize("run,script", [
+    ("pretrain_mlm", "train"), ("finetune_pawsx", "train"),
+    ("eval_pawsx", "eval")])
+def test_t5x_run_files_pad_the_vocabulary(run, script, monkeypatch, clean_gin):
+  gin = _parse(monkeypatch, script, [
+      "gin_configs/models/paper/rembert.gin", f"gin_configs/runs/{run}.gin"])
+  config = _build_model(gin).config
+  assert config.vocab_pad_multiple == partitioning.T5X_VOCAB_PAD_MULTIPLE
+  assert (config.vocab_size, config.padded_vocab_size) == (250300, 250368)
+
+
+@needs_t5x
+@pytest.mark.parametrize("task", sorted(INFER_FILES))
+def test_infer_run_files_build_tiny_models(task, monkeypatch, clean_gin):
+  from rembert_t5x import t5x_infer  # pylint: disable=g-import-not-at-top
+  gin = _parse(monkeypatch, "infer", [
+      "gin_configs/models/tiny.gin", f"gin_configs/runs/infer_{task}.gin",
+      "gin_configs/runs/t5x_cpu_tiny.gin"])
+  model = _build_model(gin)
+  assert type(model).__name__ == INFER_FILES[task][0]
+  write_fn = gin.query_parameter("infer_script.infer.write_fn")
+  assert write_fn.scoped_configurable_fn.__name__ == INFER_FILES[task][2]
+  verify = gin.query_parameter("infer_script.infer.verify_matching_vocabs_fn")
+  assert (verify.scoped_configurable_fn.__name__ ==
+          t5x_infer.verify_task_vocabulary.__name__)
+  assert gin.query_parameter("utils.RestoreCheckpointConfig.dtype") == "float32"
+
+
+@needs_t5x
+def test_pretrain_train_eval_off_without_a_validation_split(monkeypatch,
+                                                            clean_gin):
+  name = test_utils.register_random_mlm_task()  # a 'train' split only
+
+  def train_eval_config(*bindings):
+    gin = _parse(monkeypatch, "train", [
+        "gin_configs/models/tiny.gin", "gin_configs/runs/pretrain_mlm.gin",
+        "gin_configs/runs/t5x_cpu_tiny.gin"],
+                 [f"MIXTURE_OR_TASK_NAME = '{name}'",
+                  "MIXTURE_OR_TASK_MODULE = None", *bindings])
+    return gin.query_parameter(
+        "train_script.train.train_eval_dataset_cfg").scoped_configurable_fn()
+
+  assert train_eval_config() is None
+  # With the split, T5X's own train-eval config comes through unchanged.
+  config = train_eval_config("train_eval/utils.DatasetConfig.split = 'train'")
+  assert (config.mixture_or_task_name, config.split) == (name, "train")
 
 
 @needs_t5x

@@ -137,3 +137,36 @@ def register_random_mlm_task(name: str = "test_random_mlm", vocab_size: int = 97
           dataset_fn, splits=["train"], num_input_examples={"train": num_examples}),
       preprocessors=[], output_features=features)
   return name
+
+
+def register_constant_pair_task(name: str, label: int, num_examples: int = 8,
+                                length: int = 8, vocab_size: int = 97):
+  """Registers an in-memory, already-tokenised pair task whose gold label is
+  always `label` (validation split), with the real pair postprocessor and
+  accuracy metric.
+
+  A classifier that always predicts `label` scores 100 on it, one that never
+  does scores 0: checkpoints with known, different dev scores.
+  """
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import seqio  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from rembert_t5x import metrics  # pylint: disable=g-import-not-at-top
+  from rembert_t5x import xtreme_preprocessors as xp  # pylint: disable=g-import-not-at-top
+
+  def dataset_fn(split, shuffle_files, seed=0):
+    del split, shuffle_files, seed
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(5, vocab_size, (num_examples, length)).astype(np.int32)
+    labels = np.full((num_examples,), label, np.int32)
+    return tf.data.Dataset.from_tensor_slices({
+        "input_tokens": tokens, "token_types": np.zeros_like(tokens),
+        "label": labels, "targets": labels[:, None]})
+
+  return xp.add_task(
+      name, source=seqio.FunctionDataSource(dataset_fn,
+                                            splits=["validation"]),
+      output_features=xp.pair_output_features(
+          seqio.PassThroughVocabulary(vocab_size), 2),
+      postprocess_fn=xp.pair_label_postprocessor,
+      metric_fns=[metrics.accuracy_metric])

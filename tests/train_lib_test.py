@@ -1,4 +1,6 @@
-"""Tests for rembert_t5x.train_lib's optimizer pieces."""
+"""Tests for rembert_t5x.train_lib: the optimizer it builds, the train step."""
+
+import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -6,26 +8,10 @@ import numpy as np
 import optax
 import pytest
 
+from rembert_t5x import models
+from rembert_t5x import optimizer
 from rembert_t5x import train_lib
-
-
-@pytest.mark.parametrize("scale", [0.01, 100.0])  # below and above the norm
-def test_clip_by_global_norm_matches_optax(scale):
-  rng = np.random.default_rng(0)
-  grads = {"a": jnp.asarray(rng.standard_normal((4, 3)) * scale, jnp.float32),
-           "b": {"bias": jnp.asarray(rng.standard_normal(5) * scale,
-                                     jnp.float32)}}
-  ours = train_lib.clip_by_global_norm(1.0)
-  ref = optax.clip_by_global_norm(1.0)
-  got, state = ours.update(grads, ours.init(grads))
-  want, ref_state = ref.update(grads, ref.init(grads))
-  assert type(state) is type(ref_state)
-  for a, b in zip(jax.tree_util.tree_leaves(got),
-                  jax.tree_util.tree_leaves(want)):
-    np.testing.assert_allclose(a, b, rtol=1e-6)
-  norm = float(optax.tree.norm(got))
-  assert norm == pytest.approx(min(float(optax.tree.norm(grads)), 1.0),
-                               rel=1e-5)
+from tests import test_utils
 
 
 def test_optimizer_matches_optax_reference_over_steps():
@@ -39,7 +25,7 @@ def test_optimizer_matches_optax_reference_over_steps():
   ref = optax.chain(
       optax.clip_by_global_norm(1.0),
       optax.adamw(schedule, b1=0.9, b2=0.999, eps=1e-6, weight_decay=0.01,
-                  mask=train_lib._decay_mask))  # pylint: disable=protected-access
+                  mask=optimizer.decay_mask))
   s, rs = tx.init(params), ref.init(params)
   assert (jax.tree_util.tree_structure(s)
           == jax.tree_util.tree_structure(rs))
@@ -53,3 +39,96 @@ def test_optimizer_matches_optax_reference_over_steps():
     p, rp = optax.apply_updates(p, u), optax.apply_updates(rp, ru)
   for a, b in zip(jax.tree_util.tree_leaves(p), jax.tree_util.tree_leaves(rp)):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_adam_moments_are_sharded_like_their_params():
+  """Not replicated: that would put two float32 copies of the model on every
+  device (XLA replicates the zeros `tx.init` makes unless told otherwise)."""
+  from rembert_t5x import models  # pylint: disable=g-import-not-at-top
+  from rembert_t5x import network  # pylint: disable=g-import-not-at-top
+  from tests import test_utils  # pylint: disable=g-import-not-at-top
+  if jax.device_count() < 4:
+    pytest.skip("needs 4 devices (tests/conftest.py simulates 8)")
+  model = models.RemBertMLMModel(network.RemBertForMaskedLM(
+      test_utils.TINY_CONFIG))
+  tx, _ = train_lib.make_optimizer(1e-3, total_steps=10)
+  mesh = train_lib.make_mesh((2, 2), devices=jax.devices()[:4])
+  state, _ = train_lib.init_train_state(
+      model, tx, jax.random.PRNGKey(0), {"input_tokens": (2, 8)}, mesh,
+      train_lib.default_rules())
+  specs = {}
+  for path, x in jax.tree_util.tree_flatten_with_path(state.params)[0]:
+    specs[jax.tree_util.keystr(path)] = x.sharding.spec
+  split = [k for k, s in specs.items() if "model" in s]
+  assert split  # the check below would be empty otherwise
+  moments = 0
+  for path, x in jax.tree_util.tree_flatten_with_path(state.opt_state)[0]:
+    key = jax.tree_util.keystr(path)
+    param = next((k for k in specs if key.endswith(k)), None)
+    if param is None:  # step counts
+      assert x.ndim == 0, key
+      continue
+    moments += 1
+    assert x.sharding.spec == specs[param], key
+  assert moments == 2 * len(specs)  # mu and nu of every parameter
+
+
+def _tagging_batch(batch_size=8, length=12, seed=0):
+  """Rows with very different numbers of labelled tokens (0 to all)."""
+  rng = np.random.default_rng(seed)
+  weights = np.zeros((batch_size, length), np.float32)
+  for row, count in enumerate([length, 1, 0, 5, 2, length - 1, 3, 1]
+                              [:batch_size]):
+    weights[row, :count] = 1.0
+  return {
+      "input_tokens": jnp.asarray(rng.integers(5, 97, (batch_size, length)),
+                                  jnp.int32),
+      "token_types": jnp.zeros((batch_size, length), jnp.int32),
+      "targets": jnp.asarray(rng.integers(0, 5, (batch_size, length)),
+                             jnp.int32),
+      "weights": jnp.asarray(weights),
+  }
+
+
+@pytest.mark.parametrize("accum", [2, 4])
+def test_gradient_accumulation_gives_the_full_batch_gradient(accum):
+  """grad_accum_steps=k: the same gradient (and loss) as one full batch.
+
+  With plain SGD at learning rate 1 the update is minus the gradient, so the
+  new params compare the gradients themselves; the tagging rows carry
+  uneven weights, where averaging micro-batch means is not the full mean.
+  """
+  # No dropout: each micro batch gets its own dropout rng.
+  config = dataclasses.replace(test_utils.TINY_CONFIG,
+                               classifier_dropout_rate=0.0)
+  model = models.RemBertTaggingModel(models.make_module(
+      "tagging", config, num_classes=5))
+  batch = _tagging_batch()
+  params = model.get_initial_variables(
+      jax.random.PRNGKey(0), {"input_tokens": (2, 12)})["params"]
+  tx = optax.sgd(1.0)
+  state = train_lib.TrainState(step=jnp.zeros((), jnp.int32), params=params,
+                               opt_state=tx.init(params))
+  results = {}
+  for k in (1, accum):
+    step = jax.jit(train_lib.make_train_step(model, tx, optax.constant_schedule(
+        1.0), grad_accum_steps=k))
+    results[k] = step(state, batch, jax.random.PRNGKey(1))
+  (full, full_m), (acc, acc_m) = results[1], results[accum]
+  for a, b in zip(jax.tree_util.tree_leaves(acc.params),
+                  jax.tree_util.tree_leaves(full.params)):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+  for key in ("loss", "grad_norm", "token_accuracy"):
+    np.testing.assert_allclose(acc_m[key], full_m[key], rtol=1e-5)
+  # Averaging micro-batch mean gradients (what accumulation did before) is
+  # not the full batch's gradient with these weights: the check can fail.
+  size = 8 // accum
+  grad_fn = jax.jit(jax.grad(lambda p, b: model.loss_fn(p, b)[0]))
+  averaged = [grad_fn(params, jax.tree_util.tree_map(
+      lambda x, i=i: x[i * size:(i + 1) * size], batch)) for i in range(accum)]
+  flat = lambda tree: np.concatenate(
+      [np.ravel(x) for x in jax.tree_util.tree_leaves(tree)])
+  averaged = np.mean([flat(g) for g in averaged], axis=0)
+  full_grad = flat(params) - flat(full.params)  # SGD at rate 1
+  assert (np.linalg.norm(averaged - full_grad)
+          > 0.05 * np.linalg.norm(full_grad))

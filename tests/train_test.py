@@ -105,8 +105,11 @@ def test_gradient_accumulation_matches_the_full_batch(tmp_path):
   full = _train(tmp_path / "full", 2)
   accumulated = _train(tmp_path / "acc", 2, grad_accum_steps=2)
   np.testing.assert_allclose(accumulated["learning_rate"], full["learning_rate"])
-  # Per-micro-batch means differ from the full-batch mean only by weighting.
-  np.testing.assert_allclose(accumulated["loss"], full["loss"], rtol=0.05)
+  # Micro-batch losses are shares of the full batch's mean (the MLM rows
+  # carry different numbers of masked positions): the same loss and gradient.
+  np.testing.assert_allclose(accumulated["loss"], full["loss"], rtol=1e-4)
+  np.testing.assert_allclose(accumulated["grad_norm"], full["grad_norm"],
+                             rtol=1e-3)
 
 
 def test_finetuning_from_a_pretraining_checkpoint(tmp_path):
@@ -178,3 +181,25 @@ def test_parse_gin_args():
   assert args.search_paths == [".", "x"]
   with pytest.raises(cli.UserError, match="unknown arguments: --lr=3"):
     cli.parse_gin_args(["--gin_file=a.gin", "--lr=3"])
+
+
+@pytest.mark.parametrize("run", ["local_tiny_pretrain", "local_tiny_finetune_pair",
+                                 "local_tiny_finetune_tag", "local_tiny_finetune_qa"])
+def test_local_run_files_take_t5x_macros(run):
+  """T5X's macro names, with T5X's meanings, reach the local runner."""
+  import gin  # pylint: disable=g-import-not-at-top
+  bindings = ["MODEL_DIR = '/tmp/unused'", "MIXTURE_OR_TASK_NAME = 'my_task'",
+              "MIXTURE_OR_TASK_MODULE = 'my_module'", "TRAIN_STEPS = 7",
+              "BATCH_SIZE = 4", "TASK_FEATURE_LENGTHS = {'input_tokens': 8}"]
+  if "finetune" in run:
+    bindings.append("INITIAL_CHECKPOINT_PATH = '/pre/m'")
+  # The same check as `python -m rembert_t5x.train` (read_macros included).
+  configs.parse_gin([f"gin_configs/runs/{run}.gin"], bindings,
+                    read_macros=["MODEL_DIR"])
+  bound = gin.get_bindings(train.train, resolve_references=True)
+  assert bound["mixture_or_task_name"] == "my_task"
+  assert bound["mixture_or_task_module"] == "my_module"
+  assert bound["train_steps"] == 7 and bound["batch_size"] == 4
+  assert bound["task_feature_lengths"] == {"input_tokens": 8}
+  if "finetune" in run:
+    assert bound["init_checkpoint"] == "/pre/m"

@@ -76,8 +76,33 @@ def test_local_task_batches_and_accuracy(vocab, tmp_path):
   assert targets[1] == ["PRON", "VERB", "PUNCT"]
   perfect = [task.postprocess_fn(ex["targets"], example=ex)
              for ex in examples]
-  assert metric(targets, perfect) == {"accuracy": 100.0}
-  # Everything tagged NOUN: only "chat" is right, 1 of 8 words.
+  assert metric(targets, perfect) == {"f1": 100.0, "accuracy": 100.0}
+  # Everything tagged NOUN: only "chat" is right, 1 of 8 words; for seqeval
+  # each sentence is one NOUN run (one chunk of 5 words, one of 3) and none
+  # of the 8 gold chunks matches.
   nouns = [task.postprocess_fn(np.full(16, 7), example=ex)
            for ex in examples]
-  assert metric(targets, nouns) == {"accuracy": 12.5}
+  assert metric(targets, nouns) == {"f1": 0.0, "accuracy": 12.5}
+
+
+def test_long_sentences_split_and_every_word_scored(vocab, tmp_path):
+  (tmp_path / "udpos").mkdir()
+  (tmp_path / "udpos" / "dev-fr.tsv").write_text(DEV_FR, encoding="utf-8")
+  udpos.register_udpos_local(str(tmp_path), vocabulary=vocab, prefix="split_",
+                             languages=("fr",))
+  task = seqio.get_mixture_or_task("split_udpos_fr")
+  length = 5  # 3 sub-tokens per part: the first sentence needs several
+  parts = list(task.get_dataset({"input_tokens": length}, split="validation",
+                                shuffle=False).as_numpy_iterator())
+  assert len(parts) > 2
+  assert [int(t) for p in parts for t in p["tags"]] == [5, 7, 3, 15, 12,
+                                                         10, 15, 12]
+  (metric,) = task.metric_fns
+  targets = [task.postprocess_fn(None, example=p, is_target=True)
+             for p in parts]
+  nouns = [task.postprocess_fn(np.full(length, 7), example=p) for p in parts]
+  perfect = [task.postprocess_fn(p["targets"], example=p) for p in parts]
+  # The same scores as on whole sentences: every word counted once, the
+  # parts joined before seqeval.
+  assert metric(targets, perfect) == {"f1": 100.0, "accuracy": 100.0}
+  assert metric(targets, nouns) == {"f1": 0.0, "accuracy": 12.5}

@@ -162,6 +162,104 @@ def test_align_word_tags_errors(vocab):
          16, num_tags=2)
 
 
+def _xtreme_split(counts, max_seq_len):
+  """XTREME's `udpos_tokenize` / `panx_tokenize` loop over sub-token counts.
+
+  Written from `utils_preprocess.py`: a word of 0 or more than max_seq_len
+  pieces counts as one [UNK]; a word that would overflow the running count
+  starts a new part. Returns the part number of every word.
+  """
+  used, part, parts = 0, 0, []
+  for count in counts:
+    if count == 0 or count > max_seq_len:
+      count = 1
+    if used + count > max_seq_len:
+      part += 1
+      used = count
+    else:
+      used += count
+    parts.append(part)
+  return parts
+
+
+def test_sentence_chunk_ids_match_xtreme_loop():
+  rng = np.random.RandomState(0)
+  for _ in range(200):
+    budget = int(rng.randint(1, 12))
+    # Words of at most `budget` pieces (and some of 0): XTREME's [UNK]
+    # substitution of longer words is the one documented difference.
+    counts = rng.randint(0, budget + 1, size=rng.randint(0, 30))
+    got = xp.sentence_chunk_ids(tf.constant(counts, tf.int32), budget)
+    assert list(got.numpy()) == _xtreme_split(list(counts), budget), (
+        budget, counts)
+  # A word longer than the budget gets a part of its own.
+  assert list(xp.sentence_chunk_ids(tf.constant([2, 9, 1, 1]), 4).numpy()) == [
+      0, 1, 2, 2]
+
+
+def test_split_long_sentences_then_align_keeps_every_word(vocab):
+  words = ("John Smith works for the United Nations in New York and Angela "
+           "Merkel spoke in Berlin yesterday .").split()
+  tags = [1, 2, 0, 0, 0, 3, 4, 0, 5, 6, 0, 1, 2, 0, 0, 5, 0, 0]
+  length = 10
+  counts = [len(vocab.encode(w)) for w in words]
+  assert sum(counts) > 3 * (length - 2)  # several windows' worth
+  ds = tf.data.Dataset.from_tensors({"tokens": words, "tags": tags})
+  features = _features(vocab)
+  parts = list(xp.split_long_sentences(
+      ds, {"input_tokens": length}, features).as_numpy_iterator())
+  expected = _xtreme_split(counts, length - 2)
+  assert [int(p["chunk_index"]) for p in parts] == sorted(set(expected))
+  assert [w.decode() for p in parts for w in p["tokens"]] == words
+  assert [int(t) for p in parts for t in p["tags"]] == tags
+  aligned = list(xp.align_word_tags(
+      xp.split_long_sentences(ds, {"input_tokens": length}, features),
+      sequence_length={"input_tokens": length}, output_features=features,
+      num_tags=7).as_numpy_iterator())
+  for part, out in zip(parts, aligned):
+    assert len(out["input_tokens"]) <= length
+    # Nothing cut: one labelled position per word of the part.
+    assert out["weights"].sum() == len(part["tags"])
+    assert out["chunk_index"] == part["chunk_index"]
+  # The postprocessor marks the later parts; the metric helper joins them.
+  post = xp.TaggingPostprocessor(("O", "B-PER", "I-PER", "B-ORG", "I-ORG",
+                                  "B-LOC", "I-LOC"))
+  gold = [post(None, example=out, is_target=True) for out in aligned]
+  predicted = [post(out["targets"], example=out) for out in aligned]
+  assert [type(g) for g in gold] == (
+      [list] + [xp.ContinuedSentence] * (len(aligned) - 1))
+  joined = xp.join_sentence_parts(predicted)
+  assert joined == xp.join_sentence_parts(gold) == [
+      [post.label_names[t] for t in tags]]
+
+
+def test_split_long_sentences_errors_and_empty(vocab):
+  features = _features(vocab)
+  bad = tf.data.Dataset.from_tensors({"tokens": ["a", "b"], "tags": [0]})
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match="'tokens' and 'tags' differ in length"):
+    list(xp.split_long_sentences(bad, {"input_tokens": 8}, features))
+  empty = tf.data.Dataset.from_tensors(
+      {"tokens": tf.constant([], tf.string), "tags": tf.constant([], tf.int32)})
+  assert not list(xp.split_long_sentences(empty, {"input_tokens": 8},
+                                          features))
+
+
+def test_whole_sentences_metric_wrapper():
+  seen = {}
+
+  def metric(targets, predictions):
+    seen["targets"], seen["predictions"] = targets, predictions
+    return {"n": len(targets)}
+
+  wrapped = xp.WholeSentences(metric)
+  targets = [["B-PER"], xp.ContinuedSentence(["I-PER", "O"]), ["O"]]
+  assert wrapped(targets, targets) == {"n": 2}
+  assert seen["targets"] == [["B-PER", "I-PER", "O"], ["O"]]
+  with pytest.raises(ValueError, match="first part is missing"):
+    xp.join_sentence_parts([xp.ContinuedSentence(["O"])])
+
+
 def test_encode_single_sentence_keeps_other_features(vocab):
   out = _run(xp.encode_single_sentence,
              {"text": "Paris is the capital of France .", "targets": [1, 4]},
@@ -216,56 +314,6 @@ def test_postprocessors():
   assert xp.retrieval_postprocessor([1, 7], example={"targets": [1, 7]},
                                     is_target=True) == (1, 7)
   assert xp.retrieval_postprocessor([0.5, 1.0]).dtype == np.float32
-
-
-def test_word_accuracy_counts_truncated_words_wrong():
-  targets = [["NOUN", "VERB"], ["DET", "NOUN"]]
-  assert xp.word_accuracy(targets, targets) == {"accuracy": 100.0}
-  assert xp.word_accuracy(targets, [["NOUN", "VERB"], ["DET", None]]) == {
-      "accuracy": 75.0}
-
-
-def test_nearest_neighbour_accuracy():
-  rng = np.random.RandomState(0)
-  x = rng.normal(size=(50, 16))
-  assert xp.nearest_neighbour_accuracy(x, 3.0 * x) == 1.0  # scale-invariant
-  assert xp.nearest_neighbour_accuracy(x, x[::-1]) <= 0.04
-  targets = [(s, i) for i in range(50) for s in (0, 1)]
-  predictions = [x[i] for i in range(50) for _ in (0, 1)]
-  assert xp.tatoeba_metric(targets, predictions) == {"accuracy": 100.0}
-  with pytest.raises(ValueError, match="same .* set of pair"):
-    xp.tatoeba_metric(targets[:-1], predictions[:-1])
-
-
-def test_bucc_mining_finds_planted_pairs_among_distractors():
-  rng = np.random.RandomState(1)
-  dim, n_pairs = 32, 10
-  shared = rng.normal(size=(n_pairs, dim))
-  source = np.concatenate([shared + 0.05 * rng.normal(size=shared.shape),
-                           rng.normal(size=(15, dim))])
-  target = np.concatenate([rng.normal(size=(20, dim)),
-                           shared + 0.05 * rng.normal(size=shared.shape)])
-  candidates = xp.margin_candidates(source, target, k=4)
-  # One-to-one: no sentence is used twice.
-  assert len({i for i, _, _ in candidates}) == len(candidates)
-  assert len({j for _, j, _ in candidates}) == len(candidates)
-  gold = [(i, 20 + i) for i in range(n_pairs)]
-  scores = xp.bucc_f1(candidates, gold)
-  assert scores["f1"] == 100.0 and scores["precision"] == 100.0
-  # The top candidates by margin are exactly the planted pairs.
-  assert sorted((i, j) for i, j, _ in candidates[:n_pairs]) == gold
-
-
-def test_bucc_f1_threshold_choice_by_hand():
-  candidates = [("a", "x", 3.0), ("b", "y", 2.0), ("c", "z", 1.0)]
-  gold = [("a", "x"), ("c", "z"), ("d", "w")]
-  # Cutting after 1 pair: P=1, R=1/3, F1=.5; after 3: P=R=2/3, F1=2/3.
-  scores = xp.bucc_f1(candidates, gold)
-  assert scores["f1"] == pytest.approx(200 / 3)
-  assert scores["threshold"] == pytest.approx(0.5)
-  fixed = xp.bucc_f1(candidates, gold, threshold=2.5)
-  assert fixed["precision"] == 100.0
-  assert fixed["recall"] == pytest.approx(100 / 3)
 
 
 def test_default_vocabulary_is_lazy(vocab, monkeypatch):

@@ -1,0 +1,229 @@
+r"""The paper's fine-tuning protocol as code: epochs -> steps, and checkpoint
+selection on the English dev set.
+
+  # Fine-tuning steps of 3 epochs at batch 128 (what finetune_<task>.gin
+  # computes as TRAIN_STEPS):
+  python -m rembert_t5x.protocol steps --task=rembert_xnli_train_en \
+      --batch_size=128 [--epochs=3] [--module=rembert_tasks]
+  # The best checkpoint on the English dev set, from the per-checkpoint
+  # metrics SeqIO's JSON logger wrote (T5X train's inference eval, or
+  # `t5x.eval` with RestoreCheckpointConfig.mode='all'); prints its path:
+  python -m rembert_t5x.protocol select --metrics_dir=MODEL_DIR/inference_eval \
+      --task=rembert_xnli_en --checkpoint_dir=MODEL_DIR
+
+Steps are never typed in: `train_steps` counts the training split (a TFDS
+source's split info, i.e. `num_input_examples`; other sources, such as the
+local XTREME files, are read and counted) and returns ceil(n / batch) per
+epoch times the epochs, the number of optimizer steps of XTREME's PyTorch
+scripts (`len(train_dataloader) * num_train_epochs`). QA counts questions,
+not the windows the model sees (XTREME's run_squad counts windows: about 1%
+more for SQuAD at 384 / 128).
+
+Selection (paper §4 and XTREME: "select on the English dev set"): the
+checkpoint with the highest English-dev score (`task_score`; QA scores
+(EM + F1) / 2); ties go to the earlier checkpoint.
+"""
+
+import argparse
+import functools
+import importlib
+import json
+import math
+import os
+import sys
+from typing import Mapping, Optional
+
+import gin
+import seqio
+
+from rembert_t5x import cli
+
+# Paper §4 / Table 15: every task is fine-tuned for 3 epochs.
+EPOCHS = 3
+
+
+def task_score(metrics: Mapping[str, float]) -> float:
+  """One number per (task, language): XTREME's (EM + F1) / 2 for QA."""
+  if "exact_match" in metrics and "f1" in metrics:
+    return (metrics["exact_match"] + metrics["f1"]) / 2
+  for name in ("f1", "accuracy"):
+    if name in metrics:
+      return float(metrics[name])
+  raise ValueError(f"no score among metrics {sorted(metrics)}")
+
+
+def _import_module(module: Optional[str]) -> None:
+  if module:
+    try:
+      importlib.import_module(module)
+    except ImportError as e:
+      raise cli.UserError(f"cannot import task module {module!r}: {e}") from e
+
+
+@functools.lru_cache(maxsize=None)
+def num_examples(task_name: str, split: str = "train") -> int:
+  """Examples in `split` of a registered task's source (cached per process).
+
+  Raises:
+    cli.UserError: unknown task, a mixture (an "epoch" of a rate-sampled
+      mixture is not defined), a missing split, or a source whose size can
+      be neither read nor counted (e.g. a TFDS dataset not prepared yet).
+  """
+  if task_name in seqio.MixtureRegistry.names():
+    raise cli.UserError(f"{task_name!r} is a mixture: epochs are counted on "
+                        "one training task")
+  try:
+    task = seqio.get_mixture_or_task(task_name)
+  except ValueError as e:
+    raise cli.UserError(f"unknown task {task_name!r} (is its module "
+                        "imported?)") from e
+  if split not in task.splits:
+    raise cli.UserError(f"task {task_name!r} has no {split!r} split "
+                        f"(splits: {list(task.splits)})")
+  try:
+    n = task.source.num_input_examples(split)
+    if n is None:
+      # Sources without metadata (local files): read and count.
+      n = int(task.source.get_dataset(split=split, shuffle=False)
+              .reduce(0, lambda count, _: count + 1))
+  except cli.UserError:
+    raise
+  except Exception as e:  # pylint: disable=broad-except
+    raise cli.UserError(
+        f"cannot count the {split!r} examples of {task_name!r}: "
+        f"{str(e).splitlines()[0] if str(e) else type(e).__name__} (is the "
+        "dataset prepared / are its files there?)") from e
+  if not n:
+    raise cli.UserError(f"task {task_name!r}: split {split!r} is empty")
+  return int(n)
+
+
+@gin.configurable
+def train_steps(mixture_or_task_name: str = gin.REQUIRED,
+                batch_size: int = gin.REQUIRED, epochs: float = EPOCHS,
+                split: str = "train", module: Optional[str] = None) -> int:
+  """Optimizer steps of `epochs` passes over the task at `batch_size`.
+
+  ceil(examples / batch_size) steps per epoch (the last batch of an epoch
+  is a partial one in XTREME's data loaders), times `epochs`, rounded up.
+  `module` is imported first (T5X's MIXTURE_OR_TASK_MODULE), since gin
+  evaluates this before T5X imports the task module.
+  """
+  if batch_size <= 0 or epochs <= 0:
+    raise cli.UserError(f"train_steps: batch_size ({batch_size}) and epochs "
+                        f"({epochs}) must be positive")
+  _import_module(module)
+  per_epoch = math.ceil(num_examples(mixture_or_task_name, split) / batch_size)
+  return math.ceil(per_epoch * epochs)
+
+
+# The fine-tuning warm-up (finetune_base.gin) from the derived step count; the
+# decay rate follows from both in optimizer.learning_rate_schedule.
+@gin.configurable
+def warmup_steps(total_steps: int = gin.REQUIRED,
+                 fraction: float = 0.1) -> int:
+  """BERT's fine-tuning warm-up: `int(total_steps * fraction)`."""
+  return int(total_steps * fraction)
+
+
+# --------------------------------------------------------------------------
+# Checkpoint selection
+# --------------------------------------------------------------------------
+
+def best_step(scores: Mapping[int, float]) -> int:
+  """The step with the highest score; the earliest among equals."""
+  if not scores:
+    raise cli.UserError("no checkpoint scores to select from")
+  return min(scores, key=lambda step: (-scores[step], step))
+
+
+def read_metrics_jsonl(metrics_dir: str, task_name: str
+                       ) -> dict[int, dict[str, float]]:
+  """{step: metrics} from SeqIO JSONLogger's `<task>-metrics.jsonl`.
+
+  The logger appends one line per evaluation; a step evaluated twice keeps
+  its last line.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  path = os.path.join(metrics_dir, f"{task_name}-metrics.jsonl")
+  if not tf.io.gfile.exists(path):
+    raise cli.UserError(f"{path}: no such file (no inference eval of "
+                        f"{task_name!r} was logged there)")
+  out = {}
+  with tf.io.gfile.GFile(path) as f:
+    for i, line in enumerate(f.read().splitlines(), 1):
+      if not line.strip():
+        continue
+      try:
+        record = json.loads(line)
+        step = int(record.pop("step"))
+      except (ValueError, KeyError, TypeError) as e:
+        raise cli.UserError(f"{path}:{i}: not a JSON metrics line with a "
+                            f"'step' ({e})") from e
+      out[step] = {k: v for k, v in record.items()
+                   if isinstance(v, (int, float))}
+  if not out:
+    raise cli.UserError(f"{path}: no metrics lines")
+  return out
+
+
+def select_checkpoint(metrics_dir: str, task_name: str,
+                      checkpoint_dir: str) -> tuple[str, int, dict]:
+  """The T5X checkpoint (`checkpoint_<step>`) best on `task_name`.
+
+  Only steps that have a checkpoint directory are candidates (T5X may log an
+  evaluation without a checkpoint, e.g. when the periods differ).
+
+  Returns:
+    (checkpoint path, step, {step: score} of the candidates).
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  metrics = read_metrics_jsonl(metrics_dir, task_name)
+  scores = {}
+  for step, m in metrics.items():
+    if tf.io.gfile.isdir(os.path.join(checkpoint_dir, f"checkpoint_{step}")):
+      scores[step] = task_score(m)
+  if not scores:
+    raise cli.UserError(
+        f"none of the evaluated steps {sorted(metrics)} of {task_name!r} has "
+        f"a checkpoint_<step> under {checkpoint_dir}")
+  step = best_step(scores)
+  return os.path.join(checkpoint_dir, f"checkpoint_{step}"), step, scores
+
+
+def main(argv=None) -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  sub = parser.add_subparsers(dest="command", required=True)
+  steps = sub.add_parser("steps", help="print the fine-tuning steps")
+  steps.add_argument("--task", required=True)
+  steps.add_argument("--batch_size", type=int, required=True)
+  steps.add_argument("--epochs", type=float, default=EPOCHS)
+  steps.add_argument("--split", default="train")
+  steps.add_argument("--module", default="rembert_tasks",
+                     help="module that registers the task")
+  select = sub.add_parser("select", help="print the best checkpoint's path")
+  select.add_argument("--metrics_dir", required=True,
+                      help="where SeqIO's JSON logger wrote <task>-metrics."
+                      "jsonl (MODEL_DIR/inference_eval, or EVAL_OUTPUT_DIR)")
+  select.add_argument("--task", required=True, help="the English dev task")
+  select.add_argument("--checkpoint_dir", required=True,
+                      help="the fine-tuning MODEL_DIR")
+  args = parser.parse_args(argv)
+  try:
+    if args.command == "steps":
+      print(train_steps(args.task, args.batch_size, args.epochs, args.split,
+                        args.module))
+    else:
+      path, step, scores = select_checkpoint(args.metrics_dir, args.task,
+                                             args.checkpoint_dir)
+      print(f"step {step} selected; English dev scores by step: "
+            f"{json.dumps({str(k): round(v, 3) for k, v in sorted(scores.items())})}",
+            file=sys.stderr)
+      print(path)
+  except cli.UserError as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(2)
+
+
+if __name__ == "__main__":
+  main()
