@@ -436,12 +436,17 @@ def test_two_d_parameter_partitioning_maps_decoupled_widths_to_data(
 
 
 @needs_t5x
-@pytest.mark.parametrize("run,script", [
-    ("pretrain_mlm", "train"), ("finetune_pawsx", "train"),
-    ("eval_pawsx", "eval")])
-def test_t5x_run_files_pad_the_vocabulary(run, script, monkeypatch, clean_gin):
+@pytest.mark.parametrize("run,script,bindings", [
+    ("pretrain_mlm", "train", ()),
+    # The schedule in the model's optimiser needs TRAIN_STEPS, which
+    # fine-tuning derives from the task's size ('unused' has none).
+    ("finetune_pawsx", "train", ("TRAIN_STEPS = 100",)),
+    ("eval_pawsx", "eval", ())])
+def test_t5x_run_files_pad_the_vocabulary(run, script, bindings, monkeypatch,
+                                          clean_gin):
   gin = _parse(monkeypatch, script, [
-      "gin_configs/models/paper/rembert.gin", f"gin_configs/runs/{run}.gin"])
+      "gin_configs/models/paper/rembert.gin", f"gin_configs/runs/{run}.gin"],
+               bindings)
   config = _build_model(gin).config
   assert config.vocab_pad_multiple == partitioning.T5X_VOCAB_PAD_MULTIPLE
   assert (config.vocab_size, config.padded_vocab_size) == (250300, 250368)

@@ -74,7 +74,9 @@ def test_gin_trainer_takes_t5x_trainer_bindings(monkeypatch, clean_gin):
   from rembert_t5x import t5x_trainer  # pylint: disable=g-import-not-at-top
   gin = _parse(monkeypatch, "train", [
       "gin_configs/models/tiny.gin", "gin_configs/runs/finetune_panx.gin"],
-               ["trainer.Trainer.num_microbatches = 4"])
+               # TRAIN_STEPS is derived from the task's size when not bound
+               # (PAN-X's TFDS data is not here).
+               ["trainer.Trainer.num_microbatches = 4", "TRAIN_STEPS = 938"])
   make = gin.query_parameter("train_script.train.trainer_cls")
   assert make.configurable.wrapped is t5x_trainer.make_trainer
   settings = gin.get_bindings("t5x.trainer.Trainer")
