@@ -7,8 +7,14 @@ variant that could not run (cuDNN attention on CPU) instead of failing.
 import argparse
 import math
 
+import pytest
+
 from benchmarks import accelerator_step
 from benchmarks import flops
+
+# Minutes, not seconds: `-m 'not slow'` leaves it out of a quick loop
+# (.ci/run runs everything).
+pytestmark = pytest.mark.slow
 
 
 def _args(**kw):

@@ -14,6 +14,10 @@ from rembert_t5x import network
 from rembert_t5x import sweep
 from rembert_t5x import train
 
+# Minutes, not seconds: `-m 'not slow'` leaves it out of a quick loop
+# (.ci/run runs everything).
+pytestmark = pytest.mark.slow
+
 CONFIG = network.RemBertConfig(
     vocab_size=400, input_embed_dim=16, emb_dim=32, output_embed_dim=24,
     num_layers=2, num_heads=2, head_dim=16, mlp_dim=64,

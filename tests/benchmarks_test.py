@@ -17,6 +17,10 @@ from benchmarks import input_pipeline
 from benchmarks import scaling
 from benchmarks import train_step
 
+# Minutes, not seconds: `-m 'not slow'` leaves it out of a quick loop
+# (.ci/run runs everything).
+pytestmark = pytest.mark.slow
+
 TINY = "gin_configs/models/tiny.gin"
 TATOEBA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tatoeba"
 

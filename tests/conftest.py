@@ -5,9 +5,20 @@ meshes on one machine; XLA reads the flag once, before jax is imported.
 """
 
 import os
+import tempfile
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=8")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# A persistent XLA compilation cache: the suite compiles the same tiny train
+# and eval steps many times over (every `train.train` call and every CLI
+# subprocess jits afresh); identical programs are then compiled once per
+# machine. Subprocesses inherit it through the environment. Set
+# JAX_COMPILATION_CACHE_DIR to '' to turn it off.
+os.environ.setdefault(
+    "JAX_COMPILATION_CACHE_DIR",
+    os.path.join(tempfile.gettempdir(), "rembert_t5x_test_jax_cache"))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
 
 
 import pytest  # pylint: disable=g-import-not-at-top,wrong-import-position

@@ -36,6 +36,10 @@ import resume_test_tasks
 from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x import train
+
+# Minutes, not seconds: `-m 'not slow'` leaves it out of a quick loop
+# (.ci/run runs everything).
+pytestmark = pytest.mark.slow
 include 'gin_configs/models/tiny.gin'
 VOCAB_SIZE = 64
 MODEL_DIR = %gin.REQUIRED

@@ -20,6 +20,10 @@ import rembert_tasks.retrieval as retrieval
 from tests import test_utils
 from tests.xtreme_preprocessors_test import train_tiny_vocab
 
+# Minutes, not seconds: `-m 'not slow'` leaves it out of a quick loop
+# (.ci/run runs everything).
+pytestmark = pytest.mark.slow
+
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 LENGTHS = {"input_tokens": 64, "token_types": 64}
 
