@@ -1,8 +1,10 @@
 r"""Pod plan: per-device memory, compile time and FLOPs of the real train step.
 
-  python benchmarks/scale_plan.py --json            # rembert.gin, 8-64 devices
+  python benchmarks/scale_plan.py --json --out plan.json  # rembert.gin
+  python benchmarks/scale_plan.py --layouts 8x8,32x2 --policies none,full
   python benchmarks/scale_plan.py --config gin_configs/models/tiny.gin \
-      --devices 4,8 --model_axes 1,2 --batch 16 --seq_len 32
+      --layouts 2x2 --batch 16 --seq_len 32 --finetune_batch 8 \
+      --finetune_seq_len 32 --rows_per_shard 4
 
 No TPU is needed. The script simulates a pod slice with CPU devices
 (`--xla_force_host_platform_device_count`, set below before jax starts) and,
@@ -38,12 +40,21 @@ differ): treat them as a plan, not as a measurement on TPU.
 import os
 import sys
 
+# XLA:CPU's LLVM code generation, cut to its cheapest setting: nothing is
+# ever run, and the HLO passes, buffer assignment and cost analysis that the
+# plan reads come before code generation (on tiny.gin and on rembert.gin at
+# 4x2 the memory and FLOP figures are identical with and without these flags;
+# compile CPU time halves).
+CHEAP_CODEGEN_FLAGS = ("--xla_backend_optimization_level=0",
+                       "--xla_llvm_disable_expensive_passes=true")
+
 if __name__ == "__main__":
   # Before jax is imported: enough simulated devices for the largest layout.
   _flags = [f for f in os.environ.get("XLA_FLAGS", "").split()
             if not f.startswith("--xla_force_host_platform_device_count")]
   os.environ["XLA_FLAGS"] = " ".join(
-      _flags + ["--xla_force_host_platform_device_count=64"])
+      _flags + ["--xla_force_host_platform_device_count=64"]
+      + [f for f in CHEAP_CODEGEN_FLAGS if f not in _flags])
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import dataclasses  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -98,14 +109,81 @@ TPUS = (Tpu("v3-64", 123e12, 2, 16 * GIB, 64),
         Tpu("v4-64", 275e12, 1, 32 * GIB, 32))
 
 
+@dataclasses.dataclass(frozen=True)
+class Entry:
+  """One compile: a step kind on a data x model mesh under a remat policy."""
+
+  kind: str  # "pretrain" or "finetune"
+  data: int
+  model: int
+  param_dims: int  # T5X's PARAMETER_PARTITIONING_DIMS
+  policy: str  # network.REMAT_POLICIES
+
+
+# The default plan, chosen to finish in about 30 minutes on a shared 2-core
+# machine (one full-size compile: ~30 s of CPU, ~1.6 GB RSS; see
+# benchmarks/RESULTS.md). With 1-D parameter partitioning a device's memory
+# depends on the model axis and the rows per data shard, not on the number of
+# data shards, so every device count is compiled at model 2 and the larger
+# model axes once each; the three remat policies are compared at 8 devices
+# (where the FLOPs compiles also run), 2-D partitioning at 64.
+DEFAULT_GRID = (
+    [Entry("pretrain", 4, 2, 1, p) for p in
+     ("none", "dots_with_no_batch_dims_saveable", "full")]
+    + [Entry("pretrain", d, 2, 1, "full") for d in (8, 16, 32)]
+    + [Entry("pretrain", 4, 8, 1, "full"), Entry("pretrain", 8, 8, 1, "full"),
+       Entry("pretrain", 4, 16, 1, "full"),
+       Entry("pretrain", 32, 2, 2, "full"), Entry("pretrain", 8, 8, 2, "full")]
+    + [Entry("finetune", 4, 2, 1, p) for p in ("none", "full")]
+    + [Entry("finetune", 32, 2, 1, "none")])
+# Model axes on which the FLOPs compiles run (two small compiles per kind and
+# policy); elsewhere the remat overhead is taken from these.
+DEFAULT_FLOPS_MODEL_AXES = (2,)
+
 def _ints(s: str) -> list[int]:
   return [int(x) for x in s.split(",") if x.strip()]
 
 
-def layouts(devices: list[int], model_axes: list[int]) -> list[tuple[int, int]]:
-  """(data, model) for every device count and model axis that divides it."""
-  return [(n // m, m) for n in devices for m in model_axes
-          if m <= n and n % m == 0]
+def _layouts(s: str) -> list[tuple[int, int]]:
+  """"4x2,8x8" -> [(4, 2), (8, 8)] (data x model)."""
+  out = []
+  for item in (x.strip() for x in s.split(",") if x.strip()):
+    try:
+      data, model = (int(v) for v in item.lower().split("x"))
+    except ValueError:
+      raise SystemExit(
+          f"--layouts: {item!r} is not DATAxMODEL (e.g. 4x2)") from None
+    out.append((data, model))
+  return out
+
+
+def grid(layouts: list[tuple[int, int]], policies: list[str],
+         param_dims: list[int], finetune_policies: list[str]) -> list[Entry]:
+  """Every layout x param dims x policy (pre-training), and fine-tuning
+  under `finetune_policies`."""
+  out = []
+  for dims in param_dims:
+    for data, model in layouts:
+      out += [Entry("pretrain", data, model, dims, p) for p in policies]
+      out += [Entry("finetune", data, model, dims, p)
+              for p in finetune_policies]
+  return out
+
+
+def override_rules(rules: list, overrides: str) -> list:
+  """`rules` with some logical axes remapped: "vocab=,mlp=model".
+
+  An empty mesh axis leaves that logical axis unpartitioned (what a run
+  whose rules forget an axis does: flax replicates it).
+  """
+  out = list(rules)
+  for item in (x.strip() for x in overrides.split(",") if x.strip()):
+    name, sep, axis = item.partition("=")
+    if not sep or axis not in ("", "data", "model"):
+      raise SystemExit(f"--rules: {item!r} must be NAME=, NAME=data or "
+                       "NAME=model")
+    out = [(n, a) for n, a in out if n != name] + [(name, axis or None)]
+  return out
 
 
 def accumulation(batch: int, data: int, rows_per_shard: int
@@ -183,21 +261,18 @@ def _model(kind: str, cfg: network.RemBertConfig, max_predictions: int):
   return models.RemBertQAModel(network.RemBertForQuestionAnswering(cfg))
 
 
-def compile_step(kind: str, cfg: network.RemBertConfig, data: int, model: int,
-                 batch: int, seq_len: int, rows_per_shard: int,
-                 settings: dict, param_dims: int = 1,
-                 flops: bool = True) -> dict[str, Any]:
-  """AOT-compiles one train step on a (data, model) mesh; returns its figures.
+def compile_step(entry: Entry, cfg: network.RemBertConfig, batch: int,
+                 seq_len: int, rows_per_shard: int, settings: dict,
+                 rules: list, compile_it: bool = True) -> dict[str, Any]:
+  """AOT-lowers and compiles one train step; returns its per-device figures.
 
-  With `flops`, the step's real compiled FLOPs come from `layer_flops`
-  (two more, small compiles); otherwise `compiled_flops` is what the cost
-  analysis says, loop bodies counted once.
+  Everything is a `jax.ShapeDtypeStruct` with its sharding: no parameter,
+  optimizer moment or batch is allocated. Without `compile_it` only the
+  shardings are worked out (bytes per device, replicated parameters).
   """
+  kind, data, model = entry.kind, entry.data, entry.model
   mesh = train_lib.make_mesh((data, model),
                              devices=jax.devices()[:data * model])
-  # The T5X run files' rules (PARAMETER_PARTITIONING_DIMS = 1 or 2).
-  rules = partitioning.logical_axis_rules(
-      parameter_partitioning_dims=param_dims)
   rows, accum = accumulation(batch, data, rows_per_shard)
   net = _model(kind, cfg, settings.get("max_predictions"))
   tx, schedule = train_lib.make_optimizer(
@@ -216,6 +291,35 @@ def compile_step(kind: str, cfg: network.RemBertConfig, data: int, model: int,
   opt = jax.tree_util.tree_map(
       lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
       jax.eval_shape(tx.init, params), o_shard)
+  reps = replicated_params(abstract["params"], abstract["params_axes"],
+                           p_shard, mesh, rules)
+  vocab_rows = {cfg.vocab_size, cfg.padded_vocab_size}
+  if kind == "pretrain":
+    ours = common.train_step_flops(cfg, batch, seq_len,
+                                   settings["max_predictions"])
+  else:  # the encoder (no MLM head, no pre-training-only layers)
+    ours = common.train_step_flops(
+        dataclasses.replace(cfg, num_pretraining_only_layers=0), batch,
+        seq_len, head_positions=0)
+  out = {
+      "kind": kind, "devices": data * model, "data": data, "model": model,
+      "param_dims": entry.param_dims,
+      "remat_policy": cfg.remat_policy, "scan_layers": cfg.scan_layers,
+      "dtype": str(jnp.dtype(cfg.dtype)),
+      "global_batch": batch, "seq_len": seq_len,
+      "rows_per_data_shard": rows, "accum_steps": accum,
+      "param_bytes": _bytes_per_device(params, p_shard),
+      "opt_bytes": _bytes_per_device(opt, o_shard),
+      "model_flops": ours / (data * model),
+      # Largest first; the vocabulary matrices are what the check is about.
+      "replicated": reps[:6],
+      "replicated_bytes": sum(r["bytes"] for r in reps),
+      "replicated_count": len(reps),
+      "vocab_replicated": [r["name"] for r in reps
+                           if vocab_rows & set(r["shape"])],
+  }
+  if not compile_it:
+    return out
   replicated = jax.sharding.NamedSharding(mesh, P())
   state = train_lib.TrainState(
       step=jax.ShapeDtypeStruct((), jnp.int32, sharding=replicated),
@@ -238,59 +342,37 @@ def compile_step(kind: str, cfg: network.RemBertConfig, data: int, model: int,
   mem = compiled.memory_analysis()
   cost = compiled.cost_analysis()
   cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-  if kind == "pretrain":
-    flops = common.train_step_flops(cfg, batch, seq_len,
-                                    settings["max_predictions"])
-  else:  # the encoder (no MLM head, no pre-training-only layers)
-    flops = common.train_step_flops(
-        dataclasses.replace(cfg, num_pretraining_only_layers=0), batch,
-        seq_len, head_positions=0)
-  peak = (mem.argument_size_in_bytes + mem.output_size_in_bytes
-          - mem.alias_size_in_bytes + mem.temp_size_in_bytes)
-  reps = replicated_params(abstract["params"], abstract["params_axes"],
-                           p_shard, mesh, rules)
-  compiled_flops = float(cost.get("flops", float("nan")))
-  if flops:
-    compiled_flops = accum * layer_flops(kind, cfg, model, rows, seq_len,
-                                         tuple(sorted(settings.items())),
-                                         param_dims)
-  return {
-      "kind": kind, "devices": data * model, "data": data, "model": model,
-      "param_dims": param_dims,
-      "remat_policy": cfg.remat_policy, "scan_layers": cfg.scan_layers,
-      "dtype": str(jnp.dtype(cfg.dtype)),
-      "global_batch": batch, "seq_len": seq_len,
-      "rows_per_data_shard": rows, "accum_steps": accum,
-      "param_bytes": _bytes_per_device(params, p_shard),
-      "opt_bytes": _bytes_per_device(opt, o_shard),
-      "argument_bytes": mem.argument_size_in_bytes,
-      "output_bytes": mem.output_size_in_bytes,
-      "alias_bytes": mem.alias_size_in_bytes,
-      "temp_bytes": mem.temp_size_in_bytes,
-      "peak_bytes": peak,
-      "lower_s": lower_s, "compile_s": compile_s,
-      "compiled_flops": compiled_flops,
-      "model_flops": flops / (data * model),
-      "replicated": [r for r in reps if r["reason"] == "indivisible"]
-                    + [r for r in reps if r["reason"] != "indivisible"][:3],
-      "replicated_bytes": sum(r["bytes"] for r in reps),
-      "replicated_count": len(reps),
-  }
+  out.update(
+      argument_bytes=mem.argument_size_in_bytes,
+      output_bytes=mem.output_size_in_bytes,
+      alias_bytes=mem.alias_size_in_bytes,
+      temp_bytes=mem.temp_size_in_bytes,
+      # Donated state is aliased into the outputs: counted once.
+      peak_bytes=(mem.argument_size_in_bytes + mem.output_size_in_bytes
+                  - mem.alias_size_in_bytes + mem.temp_size_in_bytes),
+      lower_s=lower_s, compile_s=compile_s,
+      # Loop bodies (the layer scan, the accumulation) counted once: see
+      # `layer_flops` for the step's real FLOPs.
+      cost_analysis_flops=float(cost.get("flops", float("nan"))),
+      compiled_flops=None)
+  return out
 
 
 @functools.lru_cache(maxsize=None)
 def layer_flops(kind: str, cfg: network.RemBertConfig, model: int, rows: int,
-                seq_len: int, settings: tuple, param_dims: int) -> float:
-  """Compiled per-device FLOPs of one micro-batch, without loops.
+                seq_len: int, settings: tuple) -> float:
+  """Compiled per-device FLOPs of one micro-batch of `rows` rows, no loops.
 
-  XLA's cost analysis counts a loop body once, whatever its trip count, so
-  the scanned step (and the accumulation loop) under-reports. The FLOPs are
-  linear in the number of layers: we compile the unscanned step without
-  accumulation at 1 and 2 layers (cheap), take the difference as one layer
-  and extrapolate to the config's depth. One data shard (a `1 x model`
-  mesh) suffices: a device's FLOPs do not depend on how many shards there
-  are. The optimizer update (~10 FLOPs per parameter, under 0.1% of a
-  step) is then counted once per micro-batch instead of once per step.
+  XLA's cost analysis counts a loop body once, whatever its trip count
+  (checked on tiny.gin: a scanned 4-layer step reports 100 MFLOP, the
+  unscanned one 235), so the scanned step and the accumulation loop
+  under-report. The FLOPs are linear in the number of layers: we compile
+  the unscanned step without accumulation at 1 and 2 layers (small
+  programs), take the difference as one layer and extrapolate to the
+  config's depth. One data shard (a `1 x model` mesh) suffices: a device's
+  FLOPs do not depend on how many shards there are. The optimizer update
+  (~10 FLOPs per parameter, under 0.1% of a step) is then counted once
+  per micro-batch instead of once per step.
   """
   depth = (cfg.num_pretraining_layers if kind == "pretrain"
            else cfg.num_layers)
@@ -299,34 +381,42 @@ def layer_flops(kind: str, cfg: network.RemBertConfig, model: int, rows: int,
     small = dataclasses.replace(cfg, num_layers=layers,
                                 num_pretraining_only_layers=0,
                                 scan_layers=False)
-    r = compile_step(kind, small, 1, model, rows, seq_len, rows,
-                     dict(settings), param_dims, flops=False)
-    figures.append(r["compiled_flops"])
+    r = compile_step(Entry(kind, 1, model, 1, cfg.remat_policy), small, rows,
+                     seq_len, rows, dict(settings),
+                     partitioning.logical_axis_rules())
+    figures.append(r["cost_analysis_flops"])
   one, two = figures
   return one + (depth - 1) * (two - one)
 
 
-def plan(results: list[dict], mfu: float, train_steps: int,
-         policy_none: str = "none") -> list[dict]:
+def remat_overhead(r: dict, results: list[dict]) -> float:
+  """Compiled FLOPs of `r`'s policy over those without remat (same kind),
+  at the same model axis if measured there, else at any; 1 if unmeasured."""
+  def measured(policy):
+    same = [x for x in results if x["kind"] == r["kind"]
+            and x["remat_policy"] == policy and x.get("compiled_flops")]
+    same.sort(key=lambda x: x["model"] != r["model"])
+    return same[0] if same else None
+  this, base = measured(r["remat_policy"]), measured("none")
+  if not this or not base or this["model"] != base["model"]:
+    return 1.0
+  return this["compiled_flops"] / base["compiled_flops"]
+
+
+def plan(results: list[dict], mfu: float, train_steps: int) -> list[dict]:
   """Planned pre-training step time and days on each TPU slice.
 
-  For each pre-training result on as many devices as the slice has, the
-  step time is the model FLOPs of a step over the slice's bf16 peak at the
-  assumed MFU (`mfu`, for a step without remat), times the remat overhead:
-  the compiled FLOPs of this policy over those of the same layout without
-  remat (1 when that one was not compiled).
+  For each compiled pre-training layout with as many devices as the slice
+  has, the step time is the model FLOPs of a step over the slice's bf16
+  peak at the assumed MFU (`mfu`, for a step without remat), times the
+  remat policy's compiled-FLOPs overhead (`remat_overhead`).
   """
   rows = []
-  pre = [r for r in results if r["kind"] == "pretrain"]
+  pre = [r for r in results if r["kind"] == "pretrain" and "peak_bytes" in r]
   for tpu in TPUS:
     chips = tpu.pod_devices // tpu.devices_per_chip
     for r in (r for r in pre if r["devices"] == tpu.pod_devices):
-      base = next((b for b in pre if b["devices"] == r["devices"]
-                   and b["model"] == r["model"]
-                   and b["param_dims"] == r["param_dims"]
-                   and b["remat_policy"] == policy_none), None)
-      overhead = (r["compiled_flops"] / base["compiled_flops"]
-                  if base and base["compiled_flops"] > 0 else 1.0)
+      overhead = remat_overhead(r, results)
       step_flops = r["model_flops"] * r["devices"]
       step_s = step_flops / (chips * tpu.peak_bf16_per_chip * mfu) * overhead
       rows.append({
@@ -341,18 +431,22 @@ def plan(results: list[dict], mfu: float, train_steps: int,
   return rows
 
 
+def _short(policy: str) -> str:
+  return {"dots_with_no_batch_dims_saveable": "dots_no_bat"}.get(policy,
+                                                                 policy)
+
+
 def _fmt_replicated(r: dict) -> str:
-  bad = [x for x in r["replicated"] if x["reason"] == "indivisible"]
   if r["model"] < 2:
     return "all (model=1)"
   text = f"{r['replicated_count']} ({r['replicated_bytes'] / 2**20:.0f} MiB)"
-  if bad:
-    names = ", ".join(f"{x['name']}{tuple(x['shape'])}" for x in bad[:2])
-    text += f"; indivisible: {len(bad)} e.g. {names}"
+  if r["vocab_replicated"]:
+    text += "; VOCAB: " + ", ".join(r["vocab_replicated"])
   return text
 
 
 def print_report(report: dict) -> None:
+  """The human-readable tables (stdout)."""
   a = report["assumptions"]
   print(f"config {report['config']}: {report['params']:,} params; "
         f"{a['dtype']} activations, float32 params and AdamW moments; "
@@ -360,49 +454,51 @@ def print_report(report: dict) -> None:
   print(f"simulated: {report['simulated_devices']} XLA:CPU devices; "
         f"memory = XLA:CPU buffer assignment of the partitioned step "
         f"(per device)")
-  head = (f"{'kind':8} {'layout':>7} {'p':>1} {'remat':>11} {'rows x acc':>10} "
-          f"{'param+opt':>9} {'args':>7} {'temp':>7} {'peak':>7} "
-          f"{'v3 16G':>6} {'v4 32G':>6} {'compile':>7} {'FLOPs/dev':>9} "
-          f"{'vs ours':>7}  replicated on model axis")
-  print(head)
+  gib = lambda b: f"{b / GIB:6.2f}G" if b is not None else "      -"
+  print(f"{'kind':8} {'layout':>7} {'p':>1} {'remat':>11} {'rows x acc':>10} "
+        f"{'param+opt':>9} {'args':>7} {'temp':>7} {'peak':>7} "
+        f"{'v3 16G':>6} {'v4 32G':>6} {'compile':>7} {'FLOPs/dev':>9} "
+        f"{'vs ours':>7}  replicated on model axis")
   for r in report["results"]:
-    gib = lambda b: f"{b / GIB:6.2f}G"  # pylint: disable=cell-var-from-loop
-    policy = {"dots_with_no_batch_dims_saveable": "dots_no_bat"}.get(
-        r["remat_policy"], r["remat_policy"])
+    compiled = "peak_bytes" in r
+    fl = r.get("compiled_flops")
     print(f"{r['kind']:8} {r['data']:>3}x{r['model']:<3} {r['param_dims']} "
-          f"{policy:>11} "
+          f"{_short(r['remat_policy']):>11} "
           f"{r['rows_per_data_shard']:>5}x{r['accum_steps']:<4} "
           f"{gib(r['param_bytes'] + r['opt_bytes']):>9} "
-          f"{gib(r['argument_bytes'])} {gib(r['temp_bytes'])} "
-          f"{gib(r['peak_bytes'])} "
-          f"{'yes' if r['peak_bytes'] <= 16 * GIB else 'no':>6} "
-          f"{'yes' if r['peak_bytes'] <= 32 * GIB else 'no':>6} "
-          f"{r['compile_s']:6.1f}s {r['compiled_flops'] / 1e12:8.2f}T "
-          f"{r['compiled_flops'] / r['model_flops']:6.2f}x  "
-          f"{_fmt_replicated(r)}")
+          f"{gib(r.get('argument_bytes'))} {gib(r.get('temp_bytes'))} "
+          f"{gib(r.get('peak_bytes'))} "
+          f"{r.get('fits_v3', '-'):>6} {r.get('fits_v4', '-'):>6} "
+          + (f"{r['compile_s']:6.1f}s " if compiled else f"{'-':>7} ")
+          + (f"{fl / 1e12:8.2f}T {fl / r['model_flops']:6.2f}x  " if fl
+             else f"{'-':>9} {'-':>7}  ")
+          + _fmt_replicated(r))
   print("assumptions:")
   for k, v in a.items():
     print(f"  {k}: {v}")
-  print(f"{'tpu':6} {'layout':>7} {'p':>1} {'remat':>12} {'peak':>7} "
-        f"{'fits':>4} {'remat x':>7} {'step':>7} {'days':>6}")
+  if report["plan"]:
+    print(f"{'tpu':6} {'layout':>7} {'p':>1} {'remat':>11} {'peak':>7} "
+          f"{'fits':>4} {'remat x':>7} {'step':>7} {'days':>6}")
   for p in report["plan"]:
     print(f"{p['tpu']:6} {p['data']:>3}x{p['model']:<3} {p['param_dims']} "
-          f"{p['remat_policy'][:12]:>12} {p['peak_gib']:6.2f}G "
+          f"{_short(p['remat_policy']):>11} {p['peak_gib']:6.2f}G "
           f"{'yes' if p['fits'] else 'no':>4} {p['remat_overhead']:6.2f}x "
           f"{p['step_s']:6.2f}s {p['days']:6.1f}")
   for k, v in report["summary"].items():
     print(f"{k}: {v}")
+  for name, c in report["checks"].items():
+    print(f"check {name}: {'PASS' if c['pass'] else 'FAIL'} ({c['what']})")
   print(f"wall {report['wall_s']:.0f} s")
 
 
 def summarize(results: list[dict], plan_rows: list[dict]) -> dict[str, Any]:
-  """Which layouts fit, the fastest fitting plan per TPU, replication."""
+  """Which layouts fit, the fastest fitting plan per TPU."""
   out: dict[str, Any] = {}
-  for name, limit in (("fits_16gib", 16 * GIB), ("fits_32gib", 32 * GIB)):
-    out[name] = sorted({f"{r['kind']} {r['data']}x{r['model']} "
-                        f"{r['param_dims']}-D {r['remat_policy']}"
-                        for r in results
-                        if r["peak_bytes"] <= limit})
+  for tpu in TPUS:
+    out[f"fits_{tpu.hbm_per_device // GIB}gib"] = [
+        f"{r['kind']} {r['data']}x{r['model']} {r['param_dims']}-D "
+        f"{r['remat_policy']}" for r in results
+        if r.get("peak_bytes", math.inf) <= tpu.hbm_per_device]
   for tpu in TPUS:
     fitting = [p for p in plan_rows if p["tpu"] == tpu.name and p["fits"]]
     best = min(fitting, key=lambda p: (p["step_s"], p["model"]), default=None)
@@ -410,29 +506,50 @@ def summarize(results: list[dict], plan_rows: list[dict]) -> dict[str, Any]:
         f"{best['data']}x{best['model']} {best['param_dims']}-D "
         f"remat={best['remat_policy']}: "
         f"{best['step_s']:.2f} s/step, {best['days']:.1f} days"
-        if best else "nothing fits")
-  out["vocab_replicated_on_model_axis"] = sorted({
-      f"{r['data']}x{r['model']}: {x['name']}" for r in results
-      for x in r["replicated"] if r["model"] >= 2 and x["reason"] ==
-      "indivisible" and max(x["shape"]) >= 250_000})
+        if best else "nothing compiled on this many devices fits")
   return out
 
 
-def run(config: str, devices: list[int], model_axes: list[int],
-        policies: list[str], param_dims: tuple[int, ...] = (1,),
-        scan: bool = True, dtype: str = "bfloat16",
-        batch: int = PRETRAIN["batch"], seq_len: int = PRETRAIN["seq_len"],
+def checks(results: list[dict], batch: int, vocab: int) -> dict[str, Any]:
+  """The issue's done-when checks, each with what it tested."""
+  v3 = TPUS[0].hbm_per_device
+  fits = [r for r in results if r["kind"] == "pretrain"
+          and r["global_batch"] == batch
+          and r.get("peak_bytes", math.inf) <= v3]
+  bad = sorted({f"{r['kind']} {r['data']}x{r['model']}: {name}"
+                for r in results if r["model"] >= 2
+                for name in r["vocab_replicated"]})
+  return {
+      "fits_v3_core": {
+          "pass": bool(fits),
+          "what": f"a pre-training layout at batch {batch} whose compiled "
+                  f"peak fits {v3 / GIB:.0f} GiB: " + (", ".join(
+                      f"{r['data']}x{r['model']} {r['remat_policy']}"
+                      for r in fits) or "none")},
+      "vocab_not_replicated": {
+          "pass": not bad,
+          "what": f"no {vocab:,}-row vocabulary parameter (embedding, "
+                  "decoder, decoder bias) replicated on a model axis >= 2" + (": " + "; ".join(bad) if bad else "")},
+  }
+
+
+def run(config: str, entries: list[Entry], scan: bool = True,
+        dtype: str = "bfloat16", batch: int = PRETRAIN["batch"],
+        seq_len: int = PRETRAIN["seq_len"],
         finetune_batch: int = FINETUNE["batch"],
         finetune_seq_len: int = FINETUNE["seq_len"],
-        rows_per_shard: int = 8, finetune: bool = True,
-        finetune_policies: Optional[list[str]] = None,
-        mfu: float = 0.4, flops: bool = True, log=print) -> dict[str, Any]:
-  """Compiles every (layout, policy) and returns the report dict."""
+        rows_per_shard: int = 8, rule_overrides: str = "",
+        flops_model_axes: tuple[int, ...] = DEFAULT_FLOPS_MODEL_AXES,
+        mfu: float = 0.4, compile_it: bool = True, out: str = "",
+        log=print) -> dict[str, Any]:
+  """Compiles every entry and returns the report dict (also written to
+  `out` after each compile, so a run cut short keeps what it measured)."""
   start = time.perf_counter()
-  if max(devices) > jax.device_count():
+  wanted = max(e.data * e.model for e in entries)
+  if wanted > jax.device_count():
     raise SystemExit(
-        f"{max(devices)} devices wanted, {jax.device_count()} simulated: run "
-        "as a script (it sets --xla_force_host_platform_device_count=64)")
+        f"{wanted} devices wanted, {jax.device_count()} simulated: run as a "
+        "script (it sets --xla_force_host_platform_device_count=64)")
   base = common.load_config(config)
   # As the T5X run files have it: vocabulary padded to a multiple of 128.
   base = dataclasses.replace(
@@ -440,35 +557,24 @@ def run(config: str, devices: list[int], model_axes: list[int],
       vocab_pad_multiple=partitioning.T5X_VOCAB_PAD_MULTIPLE)
   pre_settings = dict(PRETRAIN, max_predictions=min(
       PRETRAIN["max_predictions"], seq_len))
-  results = []
-  grid = [(d, layout, policy) for d in param_dims
-          for layout in layouts(devices, model_axes) for policy in policies]
-  for dims, (data, model), policy in grid:
-    cfg = dataclasses.replace(base, remat_policy=policy)
-    jobs = [("pretrain", batch, seq_len, pre_settings)]
-    if finetune and policy in (finetune_policies or policies):
-      jobs.append(("finetune", finetune_batch, finetune_seq_len, FINETUNE))
-    for kind, b, t, settings in jobs:
-      log(f"compiling {kind} {data}x{model} {dims}-D remat={policy} ...")
-      r = compile_step(kind, cfg, data, model, b, t, rows_per_shard,
-                       settings, dims, flops=flops)
-      log(f"  peak {r['peak_bytes'] / GIB:.2f} GiB/device, compile "
-          f"{r['compile_s']:.1f} s")
-      results.append(r)
+  shapes = {"pretrain": (batch, seq_len, pre_settings),
+            "finetune": (finetune_batch, finetune_seq_len, FINETUNE)}
   abstract = jax.eval_shape(
       lambda rng: network.RemBertForMaskedLM(base).init(
           rng, jnp.ones((1, 8), jnp.int32)), jax.random.PRNGKey(0))
   params = sum(math.prod(x.shape) for x in
                jax.tree_util.tree_leaves(abstract["params"]))
-  plan_rows = plan(results, mfu, PRETRAIN["train_steps"])
   assumptions = {
       "dtype": dtype, "scan_layers": scan,
+      "vocab": f"{base.vocab_size:,} rows padded to {base.padded_vocab_size:,}"
+               f" (VOCAB_PAD_MULTIPLE = {base.vocab_pad_multiple})",
+      "rules": "T5X standard + RemBERT's (partitioning.logical_axis_rules)"
+               + (f", overridden: {rule_overrides}" if rule_overrides else ""),
       "pretrain_step": f"batch {batch} x {seq_len} tokens, MLM head at "
                        f"{pre_settings['max_predictions']} positions/row, "
                        "AdamW + clipping (pretrain_mlm.gin)",
-      "finetune_step": (f"SQuAD QA, batch {finetune_batch} x "
-                        f"{finetune_seq_len} (Table 15 batch)"
-                        if finetune else "not compiled"),
+      "finetune_step": f"SQuAD QA, batch {finetune_batch} x "
+                       f"{finetune_seq_len} (Table 15 batch)",
       "rows_per_shard": f"a data shard (its `model` devices) computes "
                         f"{rows_per_shard} rows at a time and accumulates "
                         "gradients over the rest of the global batch",
@@ -481,29 +587,73 @@ def run(config: str, devices: list[int], model_axes: list[int],
           f"({t.devices_per_chip} device(s)/chip)" for t in TPUS)
                + " (cloud.google.com/tpu/docs/v3, /v4)",
       "train_steps": PRETRAIN["train_steps"],
+      "memory": "XLA:CPU's buffer assignment (compiled.memory_analysis()) of "
+                "the SPMD-partitioned step, per device; not XLA:TPU's",
   }
-  return {
-      "config": config, "params": params,
-      "simulated_devices": jax.device_count(), "jax": jax.__version__,
-      "assumptions": assumptions, "results": results, "plan": plan_rows,
-      "summary": summarize(results, plan_rows),
-      "wall_s": time.perf_counter() - start,
-  }
+  results: list[dict] = []
+
+  def report() -> dict[str, Any]:
+    plan_rows = plan(results, mfu, PRETRAIN["train_steps"])
+    return {
+        "config": config, "params": params,
+        "simulated_devices": jax.device_count(), "jax": jax.__version__,
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "assumptions": assumptions, "results": results, "plan": plan_rows,
+        "summary": summarize(results, plan_rows),
+        "checks": checks(results, batch, base.vocab_size),
+        "wall_s": time.perf_counter() - start,
+    }
+
+  for e in entries:
+    rules = override_rules(partitioning.logical_axis_rules(
+        parameter_partitioning_dims=e.param_dims), rule_overrides)
+    cfg = dataclasses.replace(base, remat_policy=e.policy)
+    b, t, settings = shapes[e.kind]
+    log(f"{'compiling' if compile_it else 'sharding'} {e.kind} "
+        f"{e.data}x{e.model} {e.param_dims}-D remat={e.policy} ...")
+    r = compile_step(e, cfg, b, t, rows_per_shard, settings, rules,
+                     compile_it=compile_it)
+    if compile_it:
+      r["fits_v3"], r["fits_v4"] = (
+          "yes" if r["peak_bytes"] <= tpu.hbm_per_device else "no"
+          for tpu in TPUS)
+      if e.model in flops_model_axes:
+        tick = time.perf_counter()
+        r["compiled_flops"] = r["accum_steps"] * layer_flops(
+            e.kind, cfg, e.model, r["rows_per_data_shard"], t,
+            tuple(sorted(settings.items())))
+        r["flops_compile_s"] = time.perf_counter() - tick
+      log(f"  peak {r['peak_bytes'] / GIB:.2f} GiB/device, compile "
+          f"{r['compile_s']:.1f} s")
+    results.append(r)
+    if out:
+      pathlib.Path(out).write_text(json.dumps(report(), indent=1) + "\n")
+  return report()
 
 
 def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
   p = common.argument_parser(__doc__)
   p.set_defaults(config=DEFAULT_CONFIG)
-  p.add_argument("--devices", type=_ints, default=[8, 16, 32, 64])
-  p.add_argument("--model_axes", type=_ints, default=[1, 2, 4, 8, 16])
-  p.add_argument("--policies", default="none,dots_with_no_batch_dims_saveable,full",
-                 help="comma-separated network.REMAT_POLICIES names")
-  p.add_argument("--finetune_policies", default="",
-                 help="policies to compile the fine-tuning step with "
-                      "(default: --policies)")
-  p.add_argument("--param_dims", type=_ints, default=[1, 2],
-                 help="T5X parameter partitioning dims (1: model axis only; "
-                      "2: also H, E_in, E_out over data)")
+  p.add_argument("--layouts", type=_layouts, default=None,
+                 help="DATAxMODEL,... (default: the plan's DEFAULT_GRID)")
+  p.add_argument("--policies", default="full",
+                 help="with --layouts: remat policies of the pre-training "
+                      "step (network.REMAT_POLICIES names)")
+  p.add_argument("--finetune_policies", default="none",
+                 help="with --layouts: policies of the fine-tuning step "
+                      "('' for none)")
+  p.add_argument("--param_dims", type=_ints, default=[1],
+                 help="with --layouts: T5X PARAMETER_PARTITIONING_DIMS "
+                      "(1: model axis only; 2: also H, E_in, E_out over data)")
+  p.add_argument("--rules", default="",
+                 help="remap logical axes, e.g. 'vocab=' (unpartitioned) or "
+                      "'embed=data'")
+  p.add_argument("--flops_model_axes", type=_ints,
+                 default=list(DEFAULT_FLOPS_MODEL_AXES),
+                 help="model axes on which 1- and 2-layer compiles measure "
+                      "the step's FLOPs ('' for none)")
+  p.add_argument("--no_compile", action="store_true",
+                 help="shardings only: bytes and replicated parameters")
   p.add_argument("--no_scan", action="store_true",
                  help="unscanned layers (slower to compile)")
   p.add_argument("--dtype", default="bfloat16", help="activation dtype")
@@ -511,34 +661,32 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
   p.add_argument("--seq_len", type=int, default=PRETRAIN["seq_len"])
   p.add_argument("--finetune_batch", type=int, default=FINETUNE["batch"])
   p.add_argument("--finetune_seq_len", type=int, default=FINETUNE["seq_len"])
-  p.add_argument("--no_finetune", action="store_true")
   p.add_argument("--rows_per_shard", type=int, default=8,
                  help="micro-batch rows per data shard (what a device holds)")
   p.add_argument("--mfu", type=float, default=0.4)
-  p.add_argument("--no_flops", action="store_true",
-                 help="skip the 1- and 2-layer compiles that give FLOPs")
   p.add_argument("--out", default="", help="also write the JSON report here")
   p.add_argument("--json", action="store_true", help="also print a JSON line")
   a = p.parse_args(argv)
-  policies = [x for x in a.policies.split(",") if x]
-  finetune_policies = [x for x in a.finetune_policies.split(",") if x]
+  split = lambda s: [x for x in s.split(",") if x]
+  policies, finetune_policies = split(a.policies), split(a.finetune_policies)
   unknown = [x for x in policies + finetune_policies
              if x not in network.REMAT_POLICIES]
   if unknown:
     raise SystemExit(f"--policies: unknown {unknown}; expected some of "
                      f"{sorted(network.REMAT_POLICIES)}")
+  entries = (grid(a.layouts, policies, a.param_dims, finetune_policies)
+             if a.layouts else list(DEFAULT_GRID))
+  if not entries:
+    raise SystemExit("--layouts/--policies select nothing to compile")
   log = lambda s: print(s, file=sys.stderr, flush=True)
-  report = run(a.config, a.devices, a.model_axes, policies,
-               param_dims=tuple(a.param_dims), scan=not a.no_scan, dtype=a.dtype, batch=a.batch,
-               seq_len=a.seq_len, finetune_batch=a.finetune_batch,
+  report = run(a.config, entries, scan=not a.no_scan, dtype=a.dtype,
+               batch=a.batch, seq_len=a.seq_len,
+               finetune_batch=a.finetune_batch,
                finetune_seq_len=a.finetune_seq_len,
-               rows_per_shard=a.rows_per_shard,
-               finetune=not a.no_finetune,
-               finetune_policies=finetune_policies, mfu=a.mfu, flops=not a.no_flops,
-               log=log)
+               rows_per_shard=a.rows_per_shard, rule_overrides=a.rules,
+               flops_model_axes=tuple(a.flops_model_axes),
+               mfu=a.mfu, compile_it=not a.no_compile, out=a.out, log=log)
   print_report(report)
-  if a.out:
-    pathlib.Path(a.out).write_text(json.dumps(report, indent=1) + "\n")
   if a.json:
     print(json.dumps(report))
   return report
