@@ -114,6 +114,40 @@ def test_export_restores_for_finetuning_bit_for_bit(tmp_path):
 
 
 @needs_t5x
+def test_scanned_export_restores_into_scanned_finetuning(tmp_path):
+  """SCAN_LAYERS = True through real T5X: the train state of the scanned MLM
+  model passes T5X's axis-name check (the stacked 'layers' axis included),
+  and a scanned fine-tuning model restores the stacked encoder by name."""
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  from rembert_t5x import checkpoint_conversion as cc  # pylint: disable=g-import-not-at-top
+  from rembert_t5x import layer_stacking  # pylint: disable=g-import-not-at-top
+  from rembert_t5x import partitioning  # pylint: disable=g-import-not-at-top
+  from rembert_t5x import t5x_export  # pylint: disable=g-import-not-at-top
+  scanned = dataclasses.replace(CFG, scan_layers=True, remat_policy="full")
+  flat = _write_ours(tmp_path / "ours")  # per-layer params, as converted
+  checkpoint_io.write_config(tmp_path / "ours", scanned)
+  t5x_export.t5x_native(str(tmp_path / "ours"), str(tmp_path / "native"))
+  # The fine-tuning run files pad the vocabulary as the export does.
+  pair = models.RemBertPairClassificationModel(
+      network.RemBertForSequenceClassification(dataclasses.replace(
+          scanned, vocab_pad_multiple=partitioning.T5X_VOCAB_PAD_MULTIPLE),
+                                                2))
+  state = t5x_export.restore_for_finetuning(
+      str(tmp_path / "native" / "checkpoint_0"), pair)
+  got = _flat(state.params)
+  want = cc.flatten(layer_stacking.stack_layers(
+      cc.unflatten({k: v for k, v in flat.items()
+                    if k.startswith("encoder/")}), CFG.num_layers))
+  assert "encoder/layers/mlp/wi/kernel" in want
+  assert {k for k in got if k.startswith("encoder/")} == set(want)
+  for name, value in want.items():
+    if got[name].shape != value.shape:  # vocabulary rows padded for T5X
+      assert name == "encoder/embeddings/word_embeddings/embedding", name
+      got[name] = got[name][:value.shape[0]]
+    np.testing.assert_array_equal(got[name], value, err_msg=name)
+
+
+@needs_t5x
 def test_export_restores_full_state_for_pretraining(tmp_path):
   """T5X's default restore (all of state/, strict) into the MLM model."""
   from t5x import utils  # pylint: disable=g-import-not-at-top
