@@ -21,6 +21,7 @@ SMALL_STEP = ["--config", TINY, "--batch", "8", "--seq_len", "16",
               "--rows_per_shard", "2"]
 
 
+@pytest.mark.slow  # three AOT compiles in a subprocess: ~70 s on the shared 2 cores
 def test_script_compiles_the_tiny_step_and_reports_per_device_figures():
   out = subprocess.run(
       [sys.executable, "benchmarks/scale_plan.py", *SMALL_STEP,
