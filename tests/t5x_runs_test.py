@@ -14,6 +14,7 @@ import re
 import sys
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -546,3 +547,16 @@ def test_vocabulary_hook_follows_the_checkpoint(monkeypatch, clean_gin,
   _build_model(gin)
   assert vocabulary.default_model_file() == checkpoint_vocab
   assert vocabulary.special_ids(task_vocab).cls == 20
+
+
+@needs_t5x
+@pytest.mark.parametrize("cpu", [False, True])
+def test_training_run_files_compute_in_bfloat16_on_accelerators(
+    cpu, monkeypatch, clean_gin):
+  """train_base.gin: bf16 activations, float32 params; CPU overlay: f32."""
+  files = ["gin_configs/models/tiny.gin", "gin_configs/runs/pretrain_mlm.gin"]
+  gin = _parse(monkeypatch, "train",
+               files + (["gin_configs/runs/t5x_cpu_tiny.gin"] if cpu else []))
+  config = _build_model(gin).config
+  assert jnp.dtype(config.dtype) == (jnp.float32 if cpu else jnp.bfloat16)
+  assert jnp.dtype(config.param_dtype) == jnp.float32
