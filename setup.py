@@ -25,5 +25,7 @@ setuptools.setup(
     # follow their parent's mapping.
     package_dir={"rembert_t5x": "rembert_t5x", "rembert_tasks": "tasks",
                  "rembert_t5x.gin_configs": "gin_configs"},
-    package_data={p: ["*.gin"] for p in GIN_PACKAGES},
+    # The paper's reference numbers (rembert_t5x/paper_reference.py).
+    package_data={**{p: ["*.gin"] for p in GIN_PACKAGES},
+                  "rembert_t5x": ["paper_results/*.json"]},
 )

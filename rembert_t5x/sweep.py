@@ -49,7 +49,9 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import pathlib
+import shlex
 import sys
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
@@ -57,6 +59,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 
 from rembert_t5x import cli
+from rembert_t5x import paper_reference
 from rembert_t5x import protocol
 
 SEEDS = (0, 1, 2)
@@ -336,10 +339,20 @@ def aggregate(records: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
           "languages": {l: mean_std([s[l] for s in scores if l in s])
                         for l in langs},
           "avg": mean_std([np.mean(list(s.values())) for s in scores]),
+          "seed_avgs": {str(r["seed"]): float(np.mean(list(s.values())))
+                        for r, s in zip(runs, scores)},
           "zero_shot_avg": mean_std([np.mean([s[l] for l in zero_shot])
                                      for s in scores]) if zero_shot else None}
   averages = [f["avg"][0] for f in out["families"].values()]
   out["average"] = float(np.mean(averages)) if averages else None
+  # The spread of the overall average: per seed, the mean over families
+  # (seeds every family has; grids share their seeds).
+  seeds = (set.intersection(*(set(f["seed_avgs"])
+                              for f in out["families"].values()))
+           if out["families"] else set())
+  out["average_std"] = mean_std(
+      [np.mean([f["seed_avgs"][s] for f in out["families"].values()])
+       for s in sorted(seeds)])[1] if seeds else None
   return out
 
 
@@ -348,30 +361,39 @@ def _pm(pair) -> str:
 
 
 def markdown(table: Mapping[str, Any], title: str,
-             paper: Optional[Mapping[str, float]] = None) -> str:
-  """sweep.md: one summary table, then per grid its LR grid and per family
-  its language table.
+             paper: Optional[paper_reference.PaperResults] = None) -> str:
+  """sweep.md: the Table-16-style summary, one row per family, then per grid
+  its LR grid and per family its language table.
 
   Args:
     table: `aggregate` output.
     title: heading.
     paper: optional reference numbers per family (and "average"), shown in
-      a "paper" column; none are built in (see the README).
+      the Table-16-style table and a "paper" column (`--paper_results`;
+      `--experiment=table15` defaults to the paper's own,
+      `paper_reference.PAPER_RESULTS`).
   """
   families, grids = table["families"], table["grids"]
+  paper = paper_reference.as_results(paper)
   paper_col = paper is not None
   lines = [f"# {title}", "",
            "Scores: accuracy / F1 / XTREME QA (EM + F1) / 2, mean ± std over "
            "seeds, at the learning rate and checkpoint with the best English "
-           "dev score.", "",
-           "| family | split | grid | best lr | avg (all langs) | zero-shot avg |"
-           + (" paper |" if paper_col else ""),
-           "|---|---|---|---|---|---|" + ("---|" if paper_col else "")]
+           "dev score; a family's score is the mean over its languages.", ""]
+  lines += paper_reference.table16_lines(table, paper)
+  if paper_col:
+    lines += ["", f"Paper: {paper.source or 'reference numbers'}"
+              + (f" Measured on: {paper.split}." if paper.split else "")
+              + " QA cells: (EM + F1) / 2 (EM / F1)."]
+  lines += ["",
+            "| family | split | grid | best lr | avg (all langs) | zero-shot avg |"
+            + (" paper |" if paper_col else ""),
+            "|---|---|---|---|---|---|" + ("---|" if paper_col else "")]
 
   def ref(key):
     if not paper_col:
       return ""
-    return f" {paper[key]:.1f} |" if key in paper else " |"
+    return f" {paper.scores[key]:.1f} |" if key in paper.scores else " |"
 
   for name, f in families.items():
     lr = format_lr(grids[f["grid"]]["best_learning_rate"])
@@ -432,14 +454,16 @@ def plot(table: Mapping[str, Any], path: pathlib.Path, title: str) -> None:
 
 
 def write_outputs(workdir: str, records: Sequence[Mapping[str, Any]],
-                  title: str, paper: Optional[Mapping[str, float]] = None
+                  title: str, paper: Optional[paper_reference.PaperResults] = None
                   ) -> Dict[str, Any]:
   """Aggregates and writes sweep.json, sweep.md and sweep.png."""
   from rembert_t5x import io_utils  # pylint: disable=g-import-not-at-top
   out = pathlib.Path(workdir)
   table = aggregate(records)
+  reference = None if paper is None else dataclasses.asdict(paper)
   io_utils.atomic_write_text(out / "sweep.json", json.dumps(
-      {"title": title, **table, "runs": list(records)}, indent=1) + "\n")
+      {"title": title, **table, "paper": reference, "runs": list(records)},
+      indent=1) + "\n")
   io_utils.atomic_write_text(out / "sweep.md", markdown(table, title, paper))
   plot(table, out / "sweep.png", title)
   return table
@@ -539,7 +563,7 @@ def run_point(workdir: str, point: GridPoint, config, pretrained: str,
 def run_local(workdir: str, points: Sequence[GridPoint], config,
               pretrained: str, title: str, log: Callable[[str], None] = print,
               keep_checkpoints: bool = False,
-              paper: Optional[Mapping[str, float]] = None) -> Dict[str, Any]:
+              paper: Optional[paper_reference.PaperResults] = None) -> Dict[str, Any]:
   """Runs every grid point without results yet, then aggregates them all."""
   records = []
   for i, point in enumerate(points):
@@ -563,7 +587,8 @@ def _gin_str(key: str, value: str) -> str:
 
 
 def t5x_commands(workdir: str, points: Sequence[GridPoint], model_gin: str,
-                 pretrained: str) -> List[str]:
+                 pretrained: str, xtreme_dir: Optional[str] = None
+                 ) -> List[str]:
   """Shell lines for T5X: per grid point train, select, evaluate.
 
   - `t5x.train` with the grid's run file: TRAIN_STEPS is derived there from
@@ -576,9 +601,18 @@ def t5x_commands(workdir: str, points: Sequence[GridPoint], model_gin: str,
   - `protocol select` reads MODEL_DIR/inference_eval/<English dev>-metrics.jsonl
     and prints the best checkpoint's path (into $BEST).
   - one `t5x.eval` per family, on the family's split, with $BEST.
+  Every command names its tasks (MIXTURE_OR_TASK_NAME, TRAIN_EVAL_TASK, the
+  eval mixture) over the run file's defaults. With `xtreme_dir` (grids made
+  local by `xtreme_local.prepare`) the second line exports
+  $REMBERT_XTREME_DIR, which makes `rembert_tasks` register the
+  `rembert_local_*` tasks over that folder in every process.
   The first line is `set -e`: pipe the output to `bash`.
   """
   lines = ["set -e"]
+  if xtreme_dir:
+    from rembert_t5x import xtreme_local  # pylint: disable=g-import-not-at-top
+    lines.append(f"export {xtreme_local.XTREME_DIR_ENV}="
+                 f"{shlex.quote(os.path.abspath(xtreme_dir))}")
   for p in points:
     spec = p.task
     if not spec.run_file:
@@ -591,6 +625,8 @@ def t5x_commands(workdir: str, points: Sequence[GridPoint], model_gin: str,
         "python", "-m", "t5x.train", *common, f"--gin_file={spec.run_file}",
         _gin_str("INITIAL_CHECKPOINT_PATH", pretrained),
         _gin_str("MODEL_DIR", model_dir),
+        _gin_str("MIXTURE_OR_TASK_NAME", spec.train_task),
+        _gin_str("TRAIN_EVAL_TASK", spec.selection_task),
         f"--gin.LEARNING_RATE={p.learning_rate!r}",
         f"--gin.BATCH_SIZE={spec.batch_size}",
         f"--gin.EPOCHS={spec.epochs}",
@@ -604,6 +640,7 @@ def t5x_commands(workdir: str, points: Sequence[GridPoint], model_gin: str,
       lines.append(" ".join([
           "python", "-m", "t5x.eval", *common, f"--gin_file={ev.eval_file}",
           "--gin.CHECKPOINT_PATH=\"'$BEST'\"",
+          _gin_str("MIXTURE_OR_TASK_NAME", ev.mixture),
           _gin_str("EVAL_OUTPUT_DIR", f"{model_dir}/eval_{ev.family}"),
           _gin_str("utils.DatasetConfig.split", ev.split)]))
   return lines
@@ -631,13 +668,20 @@ def main(argv=None) -> None:
                       help="overrides every task's batch size")
   parser.add_argument("--model_gin", default=None,
                       help="model gin file of the pre-trained model "
-                      "(default: tiny.gin for demo, rembert.gin otherwise)")
+                      "(default: tiny.gin for demo; otherwise the "
+                      "rembert_config.json of --pretrained (local runner) "
+                      "or rembert.gin)")
   parser.add_argument("--vocab_size", type=int, default=None,
                       help="override VOCAB_SIZE (demo: the synthetic one)")
+  parser.add_argument("--xtreme_dir", default=None,
+                      help="an XTREME download folder: run the grids on the "
+                      "rembert_local_* tasks over its files instead of TFDS")
   parser.add_argument("--keep_checkpoints", action="store_true")
   parser.add_argument("--paper_results", default=None,
-                      help="JSON file {family: score, 'average': score} of "
-                      "reference numbers shown beside ours (none built in)")
+                      help="JSON file of reference numbers shown beside ours "
+                      "(default for table15: the paper's Table 16, "
+                      "rembert_t5x/paper_results/rembert_xtreme.json; "
+                      "'none' shows none)")
   args = parser.parse_args(argv)
   try:
     _main(args)
@@ -646,21 +690,34 @@ def main(argv=None) -> None:
     sys.exit(2)
 
 
-def read_paper_results(path: str) -> Dict[str, float]:
-  """{family or 'average': number} from a JSON file; errors name the file."""
+def _paper(args) -> Optional[paper_reference.PaperResults]:
+  if args.paper_results == "none":
+    return None
+  if args.paper_results:
+    return paper_reference.read_paper_results(args.paper_results)
+  if args.experiment == "table15":
+    return paper_reference.read_paper_results(
+        str(paper_reference.PAPER_RESULTS))
+  return None
+
+
+def _local_config(args, model_gin: Optional[str]):
+  """The network config: --model_gin, else (a converted or pre-trained
+  MODEL_DIR) its rembert_config.json, else RemBERT's gin file."""
+  from rembert_t5x import checkpoint_io  # pylint: disable=g-import-not-at-top
+  from rembert_t5x import configs  # pylint: disable=g-import-not-at-top
+  saved = pathlib.Path(args.pretrained) / checkpoint_io.CONFIG_FILE
+  if not model_gin and saved.is_file():
+    return checkpoint_io.read_config_file(saved), str(saved)
+  model_gin = model_gin or "gin_configs/models/paper/rembert.gin"
   try:
-    data = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
-  except (OSError, ValueError) as e:
-    raise cli.UserError(f"{path}: cannot read a JSON object ({e})") from e
-  if not isinstance(data, dict) or not all(
-      isinstance(v, (int, float)) and not isinstance(v, bool)
-      for v in data.values()):
-    raise cli.UserError(f"{path}: expected an object of family -> number")
-  return {str(k): float(v) for k, v in data.items()}
+    return configs.config_from_gin(model_gin), model_gin
+  except configs.GinConfigError as e:
+    raise cli.UserError(str(e)) from e
 
 
 def _main(args) -> None:
-  paper = read_paper_results(args.paper_results) if args.paper_results else None
+  paper = _paper(args)
   tasks = experiment_tasks(args.experiment)
   if args.tasks:
     unknown = set(args.tasks.split(",")) - set(tasks)
@@ -671,33 +728,36 @@ def _main(args) -> None:
   overrides = {k: v for k, v in (("train_steps", args.train_steps),
                                  ("batch_size", args.batch_size)) if v}
   tasks = {n: dataclasses.replace(t, **overrides) for n, t in tasks.items()}
-  points = expand_grid(tasks, _floats(args.learning_rates),
-                       [int(s) for s in args.seeds.split(",")])
-  model_gin = args.model_gin or (
-      "gin_configs/models/tiny.gin" if args.experiment == "demo"
-      else "gin_configs/models/paper/rembert.gin")
   if not args.pretrained:
     raise cli.UserError("--pretrained is required (a pre-training MODEL_DIR, "
                         "or a T5X checkpoint path with --runner=t5x)")
+  if args.xtreme_dir:
+    if args.experiment == "demo":
+      raise cli.UserError("--xtreme_dir applies to the paper's grids "
+                          "(table10, table15), not to the demo tasks")
+    from rembert_t5x import xtreme_local  # pylint: disable=g-import-not-at-top
+    tasks = xtreme_local.prepare(args.xtreme_dir, tasks)
+  points = expand_grid(tasks, _floats(args.learning_rates),
+                       [int(s) for s in args.seeds.split(",")])
+  model_gin = args.model_gin or (
+      "gin_configs/models/tiny.gin" if args.experiment == "demo" else None)
   if args.runner == "t5x":
-    print("\n".join(t5x_commands(args.workdir, points, model_gin,
-                                 args.pretrained)))
+    print("\n".join(t5x_commands(
+        args.workdir, points,
+        model_gin or "gin_configs/models/paper/rembert.gin", args.pretrained,
+        xtreme_dir=args.xtreme_dir)))
     return
-  from rembert_t5x import configs  # pylint: disable=g-import-not-at-top
   vocab_size = args.vocab_size
   if args.experiment == "demo":
     from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
     vocab_size = vocab_size or synthetic_tasks.VOCAB_SIZE
   else:
     import rembert_tasks  # pylint: disable=g-import-not-at-top,unused-import
-  try:
-    config = configs.config_from_gin(model_gin)
-  except configs.GinConfigError as e:
-    raise cli.UserError(str(e)) from e
+  config, config_source = _local_config(args, model_gin)
   if vocab_size:
     config = dataclasses.replace(config, vocab_size=vocab_size)
   table = run_local(args.workdir, points, config, args.pretrained,
-                    f"Sweep {args.experiment} ({model_gin})",
+                    f"Sweep {args.experiment} ({config_source})",
                     keep_checkpoints=args.keep_checkpoints, paper=paper)
   print(markdown(table, f"Sweep {args.experiment}", paper))
 

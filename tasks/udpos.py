@@ -17,7 +17,8 @@ own script uses v2.7):
   - Tagalog, Thai and Yoruba have only a test split, Kazakh train and test.
 Local-file copies read XTREME's `udpos/{split}-{lang}.tsv` (`word<TAB>UPOS`,
 blank line between sentences) under the prefix "rembert_local_", with
-validation and test splits; registered on import when $REMBERT_XTREME_DIR is
+validation and test splits (test only for kk, th, tl, yo, which have no dev
+file: `local_eval_splits`); registered on import when $REMBERT_XTREME_DIR is
 set.
 
 Sentences longer than the sequence length are split into parts that fit,
@@ -31,7 +32,7 @@ sub-token of each word is scored). Metrics (metrics.pos_metric, percent):
 
 import functools
 import os
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import seqio
 
@@ -106,6 +107,16 @@ def register_udpos(vocabulary: Optional[seqio.Vocabulary] = None,
   return _register(source_for, vocabulary, prefix, languages, [rekey])
 
 
+def local_eval_splits(lang: str) -> Dict[str, str]:
+  """Our split name -> XTREME file split (`{split}-{lang}.tsv`) of `lang`.
+
+  The UD treebanks of kk, th, tl and yo have no dev set (XTREME writes no
+  `dev-{lang}.tsv`), as in TFDS: those tasks have a test split only, and a
+  'validation' evaluation skips them instead of failing on a missing file.
+  """
+  return dict(TFDS_EVAL_SPLITS.get(lang, DEFAULT_EVAL_SPLITS))
+
+
 def register_udpos_local(data_dir: str,
                          vocabulary: Optional[seqio.Vocabulary] = None,
                          prefix: str = "rembert_local_",
@@ -119,7 +130,8 @@ def register_udpos_local(data_dir: str,
     if role == "train":
       paths = {"train": path("train")}
     else:
-      paths = {"validation": path("dev"), "test": path("test")}
+      paths = {split: path(name)
+               for split, name in local_eval_splits(lang).items()}
     return xtreme_readers.tagging_source(paths, LABELS)
 
   return _register(source_for, vocabulary, prefix, languages, [])
