@@ -676,6 +676,11 @@ def main(argv=None) -> None:
   parser.add_argument("--xtreme_dir", default=None,
                       help="an XTREME download folder: run the grids on the "
                       "rembert_local_* tasks over its files instead of TFDS")
+  parser.add_argument("--languages", default=None,
+                      help="with --xtreme_dir and the local runner: evaluate "
+                      "only these languages (comma-separated; English is "
+                      "always kept), e.g. for a quick check or a partial "
+                      "download")
   parser.add_argument("--keep_checkpoints", action="store_true")
   parser.add_argument("--paper_results", default=None,
                       help="JSON file of reference numbers shown beside ours "
@@ -736,7 +741,13 @@ def _main(args) -> None:
       raise cli.UserError("--xtreme_dir applies to the paper's grids "
                           "(table10, table15), not to the demo tasks")
     from rembert_t5x import xtreme_local  # pylint: disable=g-import-not-at-top
-    tasks = xtreme_local.prepare(args.xtreme_dir, tasks)
+    languages = args.languages.split(",") if args.languages else None
+    if languages and args.runner == "t5x":
+      raise cli.UserError("--languages applies to the local runner (the T5X "
+                          "run files evaluate every language of a family)")
+    tasks = xtreme_local.prepare(args.xtreme_dir, tasks, languages)
+  elif args.languages:
+    raise cli.UserError("--languages needs --xtreme_dir")
   points = expand_grid(tasks, _floats(args.learning_rates),
                        [int(s) for s in args.seeds.split(",")])
   model_gin = args.model_gin or (

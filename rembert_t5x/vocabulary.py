@@ -85,6 +85,17 @@ class SpecialIds:
 # which have no vocabulary file, assume).
 TRAINED_LAYOUT = SpecialIds(pad=0, unk=1, cls=2, sep=3, mask=4)
 
+# The special pieces' ids in the released RemBERT vocabulary (Hugging Face
+# `google/rembert`): [PAD]=0, [CLS]=312, [SEP]=313 are its config.json's
+# pad/bos/eos_token_id. [UNK]=2 is what transformers' RemBertTokenizer
+# assumes (it builds its Unigram model with unk_id=2; Google's SentencePiece
+# models usually put pad 0, eos 1, unk 2). [MASK]'s id could not be looked up
+# offline: 336 is our choice, away from 0-4 like the others. Used to build
+# "released-like" vocabularies (`move_special_pieces`) for tests and
+# scripts/xtreme_road.py.
+RELEASED_LAYOUT = {PAD_PIECE: 0, UNK_PIECE: 2, CLS_PIECE: 312, SEP_PIECE: 313,
+                   MASK_PIECE: 336}
+
 
 def read_special_ids(tokenizer: spm.SentencePieceProcessor,
                      path: str) -> SpecialIds:

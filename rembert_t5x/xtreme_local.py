@@ -22,7 +22,7 @@ exports it.
 
 import dataclasses
 import os
-from typing import Callable, Dict, List, Mapping, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rembert_t5x import cli
 
@@ -67,7 +67,8 @@ def _modules():
           "qa": qa}
 
 
-def _languages(family: str) -> Sequence[str]:
+def family_languages(family: str) -> Sequence[str]:
+  """The languages a family evaluates (its task module's list)."""
   m = _modules()
   return {"xnli": m["xnli"].XNLI_LANGUAGES, "pawsx": m["pawsx"].PAWSX_LANGUAGES,
           "panx": m["panx"].PANX_LANGUAGES, "udpos": m["udpos"].UDPOS_LANGUAGES,
@@ -106,11 +107,21 @@ def _family_file(family: str, split: str, lang: str) -> Tuple[str, ...]:
   return _qa_file(key, lang)
 
 
-def required_files(spec) -> List[Tuple[str, Tuple[str, ...]]]:
+def evaluated_languages(family: str,
+                        languages: Optional[Sequence[str]] = None
+                        ) -> List[str]:
+  """A family's languages, or those of them in `languages`."""
+  return [l for l in family_languages(family)
+          if languages is None or l in languages]
+
+
+def required_files(spec, languages: Optional[Sequence[str]] = None
+                   ) -> List[Tuple[str, Tuple[str, ...]]]:
   """What a grid reads: [(what, candidate relative paths)], in run order.
 
   The training set (English), the English dev set of the selection task,
-  then per evaluated family every language's file of the reported split.
+  then per evaluated family every language's file of the reported split
+  (only those in `languages`, when given).
   """
   train_family = spec.name  # 'squad' and 'tydiqa' train on their own sets
   out = [(f"{spec.name} English training set",
@@ -118,14 +129,15 @@ def required_files(spec) -> List[Tuple[str, Tuple[str, ...]]]:
          (f"{spec.name} English dev set (checkpoint selection)",
           _family_file(train_family, "validation", spec.train_language))]
   for ev in spec.evaluations:
-    for lang in _languages(ev.family):
+    for lang in evaluated_languages(ev.family, languages):
       if _has_split(ev.family, lang, ev.split):
         out.append((f"{ev.family} {lang} ({ev.split})",
                     _family_file(ev.family, ev.split, lang)))
   return out
 
 
-def check_files(xtreme_dir: str, specs: Sequence) -> None:
+def check_files(xtreme_dir: str, specs: Sequence,
+                languages: Optional[Sequence[str]] = None) -> None:
   """Raises one UserError naming the first file a grid needs that is absent.
 
   A file given in two layouts (TyDi) may be present in either.
@@ -135,7 +147,7 @@ def check_files(xtreme_dir: str, specs: Sequence) -> None:
                         "XTREME download folder: xnli/, pawsx/, panx/, "
                         "udpos/, squad/, xquad/, mlqa/, tydiqa/)")
   for spec in specs:
-    missing = [(what, candidates) for what, candidates in required_files(spec)
+    missing = [(what, candidates) for what, candidates in required_files(spec, languages)
                if not any(os.path.isfile(os.path.join(xtreme_dir, c))
                           for c in candidates)]
     if missing:
@@ -150,8 +162,10 @@ def check_files(xtreme_dir: str, specs: Sequence) -> None:
           f"XTREME's download layout{more}")
 
 
-def register(xtreme_dir: str, specs: Sequence) -> List[str]:
-  """Registers the local tasks and mixtures of the grids' families.
+def register(xtreme_dir: str, specs: Sequence,
+             languages: Optional[Sequence[str]] = None) -> List[str]:
+  """Registers the local tasks and mixtures of the grids' families (with
+  `languages`, only those languages' evaluation tasks).
 
   Returns:
     The registered task names.
@@ -165,6 +179,17 @@ def register(xtreme_dir: str, specs: Sequence) -> List[str]:
       "squad": m["qa"].register_qa_local,
       "tydiqa": m["qa"].register_qa_local,
   }
+  if languages is None:
+    kwargs = {}
+  else:
+    langs = {f: evaluated_languages(f, languages) for f in
+             ("xnli", "pawsx", "panx", "udpos", "xquad", "mlqa", "tydiqa")}
+    kwargs = {"squad": dict(xquad_languages=langs["xquad"],
+                            mlqa_languages=langs["mlqa"],
+                            tydiqa_languages=langs["tydiqa"])}
+    kwargs["tydiqa"] = kwargs["squad"]
+    kwargs.update({f: dict(languages=langs[f])
+                   for f in ("xnli", "pawsx", "panx", "udpos")})
   names, done = [], set()
   for spec in specs:
     fn = registrars.get(spec.name)
@@ -172,15 +197,22 @@ def register(xtreme_dir: str, specs: Sequence) -> List[str]:
       raise cli.UserError(f"grid {spec.name!r} has no local XTREME files "
                           f"(local grids: {sorted(registrars)})")
     if fn not in done:
-      names += fn(xtreme_dir)
+      names += fn(xtreme_dir, **kwargs.get(spec.name, {}))
       done.add(fn)
   return names
 
 
-def prepare(xtreme_dir: str, tasks: Mapping[str, object]) -> Dict[str, object]:
-  """Checks the folder, registers its tasks, returns the grids renamed."""
+def prepare(xtreme_dir: str, tasks: Mapping[str, object],
+            languages: Optional[Sequence[str]] = None) -> Dict[str, object]:
+  """Checks the folder, registers its tasks, returns the grids renamed.
+
+  `languages` keeps only those evaluation languages (a quick or partial
+  run); the English training and dev sets are always read.
+  """
   xtreme_dir = os.path.abspath(xtreme_dir)
-  check_files(xtreme_dir, list(tasks.values()))
-  register(xtreme_dir, list(tasks.values()))
+  if languages is not None and "en" not in languages:
+    languages = ["en", *languages]
+  check_files(xtreme_dir, list(tasks.values()), languages)
+  register(xtreme_dir, list(tasks.values()), languages)
   return {n: local_spec(t) for n, t in tasks.items()}
 

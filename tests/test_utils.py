@@ -42,14 +42,9 @@ TINY_COUPLED_CONFIG = network.RemBertConfig(
 )
 
 
-# The special ids of the released RemBERT vocabulary (Hugging Face
-# `google/rembert`): [PAD]=0, [CLS]=312, [SEP]=313 are its config.json's
-# pad/bos/eos_token_id. [UNK]=2 is what transformers' RemBertTokenizer
-# assumes (it builds its Unigram model with unk_id=2; Google's SentencePiece
-# models usually put pad 0, eos 1, unk 2). [MASK]'s id could not be looked up
-# offline: 336 is our choice, away from 0-4 like the others.
-RELEASED_LAYOUT = {"[PAD]": 0, "[UNK]": 2, "[CLS]": 312, "[SEP]": 313,
-                   "[MASK]": 336}
+# The released RemBERT vocabulary's layout (defined, with its sources, in
+# rembert_t5x/vocabulary.py).
+RELEASED_LAYOUT = vocabulary.RELEASED_LAYOUT
 RELEASED_LAYOUT_IDS = vocabulary.SpecialIds(
     *(RELEASED_LAYOUT[p] for p in vocabulary.SPECIAL_PIECES))
 
