@@ -3,6 +3,10 @@ r"""Fine-tuning sweeps with the paper's protocol, aggregated into one table.
   # The offline demo tasks with a pre-trained tiny model (local runner):
   python -m rembert_t5x.sweep --experiment=demo --workdir=/tmp/sweep \
     --pretrained=/tmp/m --learning_rates=5e-4,1e-3 --seeds=0,1
+  # RemBERT (Table 15) over XTREME's download folder instead of TFDS, from a
+  # converted checkpoint (README "From the released RemBERT to Table 16"):
+  python -m rembert_t5x.sweep --experiment=table15 --workdir=/tmp/t16 \
+    --pretrained=/tmp/rembert --xtreme_dir=xtreme/download
   # The paper's ablation grid (Table 10), as T5X commands for a cluster:
   python -m rembert_t5x.sweep --experiment=table10 --workdir=gs://b/sweep \
     --runner=t5x --pretrained=gs://b/pretrain/checkpoint_N \
@@ -33,6 +37,11 @@ Protocol (paper §4, XTREME; README "Fidelity to the paper"):
     per family and language as mean ± std over seeds; a family's average is
     over its languages (English included, as XTREME), the overall average
     over families; QA scores are (EM + F1) / 2.
+
+`--xtreme_dir=DIR` runs the grids on the `rembert_local_*` tasks over DIR
+(`xtreme_local`: every file a grid reads is checked first; the T5X commands
+export $REMBERT_XTREME_DIR and name the local tasks); `--languages` keeps
+some evaluation languages only (local runner).
 
 `--runner=local` runs each (grid, learning rate, seed) from the
 pre-training MODEL_DIR `--pretrained` and writes
