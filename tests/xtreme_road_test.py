@@ -15,6 +15,10 @@ from rembert_t5x import vocabulary
 from rembert_t5x import xtreme_road
 from tests import test_utils
 
+# Minutes on a loaded 2-core machine (2-3 idle-ish: a vocabulary, a model,
+# two fine-tunes, ~10 task pipelines); `-m 'not slow'` leaves it out.
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def road(tmp_path_factory):
