@@ -147,6 +147,28 @@ def entity_f1(targets: Sequence[Sequence[str]],
   return 2 * precision * recall / denominator
 
 
+def entity_counts(targets: Sequence[Sequence[str]],
+                  predictions: Sequence[Sequence[str]]
+                  ) -> List[Tuple[int, int, int]]:
+  """(true positive, predicted, gold) entity counts of every sentence.
+
+  `entity_f1` is 2 * sum(tp) / (sum(predicted) + sum(gold)) over these (an
+  entity never spans two sentences), which lets bootstrap standard errors
+  (`rembert_t5x.uncertainty`) resample sentences without re-extracting.
+  """
+  if len(targets) != len(predictions):
+    raise ValueError(
+        f"entity_counts: {len(targets)} target sentences but "
+        f"{len(predictions)} predicted sentences.")
+  counts = []
+  for gold, pred in zip(targets, predictions):
+    gold_entities = set(extract_entities(gold))
+    pred_entities = set(extract_entities(pred))
+    counts.append((len(gold_entities & pred_entities), len(pred_entities),
+                   len(gold_entities)))
+  return counts
+
+
 # ---------------------------------------------------------------------------
 # SQuAD v1.1.
 # ---------------------------------------------------------------------------
@@ -338,13 +360,37 @@ def qa_scores(gold_answers: Union[Mapping[str, Sequence[str]],
   Returns:
     {"exact_match": float, "f1": float}, both ×100.
   """
+  per_question = qa_question_scores(gold_answers, predictions, normalization,
+                                    lang, on_missing)
+  exact_total = f1_total = 0.0
+  for exact, f1 in per_question:
+    exact_total += exact
+    f1_total += f1
+  count = len(per_question)
+  return {"exact_match": 100.0 * exact_total / count,
+          "f1": 100.0 * f1_total / count}
+
+
+def qa_question_scores(gold_answers: Union[Mapping[str, Sequence[str]],
+                                           Iterable[Tuple[str, Sequence[str]]]],
+                       predictions: Mapping[str, str],
+                       normalization: str = "squad",
+                       lang: Optional[str] = None,
+                       on_missing: Optional[Callable[[str], None]] = None
+                       ) -> List[Tuple[float, float]]:
+  """(exact match, F1) in [0, 1] of every question, in `gold_answers` order.
+
+  The per-question terms `qa_scores` averages (arguments as there); a
+  question without a prediction scores (0, 0). Bootstrap standard errors
+  (`rembert_t5x.uncertainty`) resample these.
+  """
   exact_fn, f1_fn = _pair_scorers(normalization, lang)
   if isinstance(gold_answers, Mapping):
     gold_answers = gold_answers.items()
   gold_answers = list(gold_answers)
   if not gold_answers:
     raise ValueError("qa_scores: no questions to score.")
-  exact_total = f1_total = 0.0
+  scores = []
   for question_id, golds in gold_answers:
     if not golds:
       raise ValueError(
@@ -353,13 +399,12 @@ def qa_scores(gold_answers: Union[Mapping[str, Sequence[str]],
     if question_id not in predictions:
       if on_missing is not None:
         on_missing(question_id)
+      scores.append((0.0, 0.0))
       continue
     prediction = predictions[question_id]
-    exact_total += max(exact_fn(prediction, g) for g in golds)
-    f1_total += max(f1_fn(prediction, g) for g in golds)
-  count = len(gold_answers)
-  return {"exact_match": 100.0 * exact_total / count,
-          "f1": 100.0 * f1_total / count}
+    scores.append((float(max(exact_fn(prediction, g) for g in golds)),
+                   float(max(f1_fn(prediction, g) for g in golds))))
+  return scores
 
 
 def xtreme_qa_score(scores: Mapping[str, float]) -> float:
@@ -481,6 +526,21 @@ def qa_metric(targets: Sequence[Mapping[str, Any]],
   Returns:
     {"exact_match", "f1", "xtreme"} in percent.
   """
+  gold, answers = best_window_answers(targets, predictions)
+  scores = qa_scores(gold, answers, normalization, lang)
+  scores["xtreme"] = xtreme_qa_score(scores)
+  return scores
+
+
+def best_window_answers(targets: Sequence[Mapping[str, Any]],
+                        predictions: Sequence[Mapping[str, Any]]
+                        ) -> Tuple[Dict[str, List[str]], Dict[str, str]]:
+  """({question id: gold texts}, {question id: answer}) from QA windows.
+
+  Each question's answer is the text of its highest-scoring window (see
+  `qa_metric` for the window dicts); a question none of whose windows has a
+  valid span answers "".
+  """
   if len(targets) != len(predictions):
     raise ValueError(
         f"qa_metric: {len(targets)} targets but {len(predictions)} "
@@ -500,9 +560,7 @@ def qa_metric(targets: Sequence[Mapping[str, Any]],
     elif question_id not in best or score > best[question_id][0]:
       best[question_id] = (float(score), _as_str(prediction["text"]))
   answers = {question_id: text for question_id, (_, text) in best.items()}
-  scores = qa_scores(gold, answers, normalization, lang)
-  scores["xtreme"] = xtreme_qa_score(scores)
-  return scores
+  return gold, answers
 
 
 def squad_metric(targets, predictions) -> Dict[str, float]:

@@ -18,6 +18,9 @@ to train the vocabulary, later ones reuse it) and registers:
                                          (splits "validation" and "test")
   rembert_synthetic_{pair,tag,qa}_zeroshot  the above, as a mixture
 
+Every metric comes with its evaluation-set standard error (`<metric>_se`,
+a bootstrap over examples, sentences or questions; `rembert_t5x.uncertainty`).
+
 `prepare` and `register_synthetic` let the demo and tests use their own
 directory and name prefix.
 """
@@ -30,9 +33,9 @@ import shutil
 import tempfile
 from typing import Any, Dict, Optional
 
-from rembert_t5x import metrics
 from rembert_t5x import qa
 from rembert_t5x import synthetic
+from rembert_t5x import uncertainty
 from rembert_t5x import vocabulary as vocabulary_lib
 from rembert_t5x import xtreme_preprocessors as xp
 from rembert_t5x import xtreme_readers
@@ -137,7 +140,7 @@ def register_synthetic(manifest: Dict[str, Any], prefix: str = PREFIX,
                          functools.partial(xp.encode_sentence_pair,
                                            num_classes=2)],
           postprocess_fn=xp.pair_label_postprocessor,
-          metric_fns=[metrics.accuracy_metric]))
+          metric_fns=[uncertainty.accuracy_with_se]))
   family("tag", lambda paths, lang: xtreme_readers.tagging_source(
       paths, synthetic.TAGS, strip_prefix=f"{lang}:"), dict(
           output_features=xp.tagging_output_features(
@@ -146,7 +149,7 @@ def register_synthetic(manifest: Dict[str, Any], prefix: str = PREFIX,
                          functools.partial(xp.align_word_tags,
                                            num_tags=len(synthetic.TAGS))],
           postprocess_fn=xp.TaggingPostprocessor(synthetic.TAGS, fill_tag="O"),
-          metric_fns=[metrics.entity_f1_metric]))
+          metric_fns=[uncertainty.entity_f1_with_se]))
 
   windows = functools.partial(
       qa.qa_windows_preprocessor,
@@ -161,7 +164,7 @@ def register_synthetic(manifest: Dict[str, Any], prefix: str = PREFIX,
       postprocess_fn=functools.partial(
           qa.postprocess_window, n_best=QA_SETTINGS["n_best"],
           max_answer_length=QA_SETTINGS["max_answer_length"]),
-      metric_fns=[metrics.squad_metric]))
+      metric_fns=[uncertainty.squad_with_se]))
   return names
 
 

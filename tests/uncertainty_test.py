@@ -1,0 +1,151 @@
+"""Evaluation-set standard errors, seed aggregation and the significance test."""
+
+import math
+
+import numpy as np
+import pytest
+
+from rembert_t5x import metrics
+from rembert_t5x import uncertainty
+
+
+# ---- evaluation-set standard errors --------------------------------------
+
+def test_bootstrap_se_of_a_proportion_matches_the_binomial_formula():
+  # 400 examples, 60% correct: SE = sqrt(p (1 - p) / n) = 2.449 points.
+  correct = np.array([[1.0]] * 240 + [[0.0]] * 160)
+  se = uncertainty.bootstrap_standard_error(correct, uncertainty.percent_mean,
+                                            num_samples=2000)
+  assert se == pytest.approx(100 * math.sqrt(0.6 * 0.4 / 400), rel=0.06)
+  # More examples, smaller error; a constant score has none.
+  bigger = uncertainty.bootstrap_standard_error(
+      np.tile(correct, (4, 1)), uncertainty.percent_mean, num_samples=2000)
+  assert bigger == pytest.approx(se / 2, rel=0.1)
+  assert uncertainty.bootstrap_standard_error(
+      np.ones((50, 1)), uncertainty.percent_mean) == 0.0
+
+
+def test_metrics_with_se_keep_the_official_values():
+  targets = [0, 1, 1, 0, 1, 1, 0, 0, 1, 1]
+  predictions = [0, 1, 0, 0, 1, 1, 1, 0, 1, 0]
+  scores = uncertainty.accuracy_with_se(targets, predictions)
+  assert scores["accuracy"] == metrics.accuracy_metric(
+      targets, predictions)["accuracy"] == 70.0
+  assert 0 < scores["accuracy_se"] < 30
+
+  gold = [["B-PER", "I-PER", "O"], ["O", "B-LOC"], ["B-ORG", "O", "B-PER"],
+          ["O", "O"]]
+  pred = [["B-PER", "I-PER", "O"], ["O", "B-ORG"], ["B-ORG", "O", "O"],
+          ["B-LOC", "O"]]
+  scores = uncertainty.entity_f1_with_se(gold, pred)
+  assert scores["f1"] == pytest.approx(
+      100 * metrics.entity_f1(gold, pred))
+  # The per-sentence counts rebuild the corpus F1 exactly.
+  sums = np.array(metrics.entity_counts(gold, pred)).sum(axis=0)
+  assert uncertainty.percent_f1(sums, len(gold)) == pytest.approx(scores["f1"])
+  assert scores["f1_se"] > 0
+
+  # QA: two windows of question "a" (the better one wins), one of "b".
+  targets = [{"example_id": "a", "answers": ["Alma Kato"]},
+             {"example_id": "a", "answers": ["Alma Kato"]},
+             {"example_id": "b", "answers": ["Lima"]}]
+  predictions = [{"example_id": "a", "score": 1.0, "text": "Kato"},
+                 {"example_id": "a", "score": 3.0, "text": "Alma Kato"},
+                 {"example_id": "b", "score": None, "text": ""}]
+  scores = uncertainty.squad_with_se(targets, predictions)
+  official = metrics.squad_metric(targets, predictions)
+  for name in ("exact_match", "f1", "xtreme"):
+    assert scores[name] == official[name]
+    assert scores[f"{name}_se"] > 0
+  assert scores["f1"] == 50.0
+
+
+# ---- aggregation over seeds ----------------------------------------------
+
+def _run(pretrain_seed, finetune_seed, scores, se=1.0):
+  return {"pretrain_seed": pretrain_seed, "finetune_seed": finetune_seed,
+          "languages": {l: {"f1": v, "f1_se": se} for l, v in scores.items()}}
+
+
+def test_summarize_known_numbers():
+  runs = [_run(0, 0, {"en": 90, "xa": 40, "xb": 50}, se=2.0),
+          _run(0, 1, {"en": 92, "xa": 50, "xb": 60}, se=2.0),
+          _run(0, 2, {"en": 94, "xa": 60, "xb": 70}, se=4.0)]
+  s = uncertainty.summarize(runs, "f1", train_language="en")
+  assert s["languages"]["en"] == [92.0, 2.0]
+  assert s["languages"]["xa"] == [50.0, 10.0]
+  z = s["zero_shot"]
+  # Zero-shot averages per run: 45, 55, 65 (the training language is left out).
+  assert z["values"] == [45.0, 55.0, 65.0]
+  assert (z["mean"], z["std"], z["n"]) == (55.0, 10.0, 3)
+  assert z["unit"] == "fine-tuning seed"
+  assert z["eval_se"] == pytest.approx((2 + 2 + 4) / 3)
+
+
+def test_summarize_uses_pretraining_seeds_as_units_when_there_are_several():
+  runs = [_run(0, 0, {"en": 0, "xa": 40}), _run(0, 1, {"en": 0, "xa": 50}),
+          _run(1, 0, {"en": 0, "xa": 60}), _run(1, 1, {"en": 0, "xa": 80})]
+  z = uncertainty.summarize(runs, "f1", "en")["zero_shot"]
+  assert z["unit"] == "pre-training seed"
+  assert z["values"] == [45.0, 70.0] and z["n"] == 2
+
+
+# ---- significance ----------------------------------------------------------
+
+def test_welch_detects_clearly_different_samples():
+  test = uncertainty.welch_test([50.0, 51.0, 52.5], [70.0, 71.5, 72.0])
+  assert test["difference"] == pytest.approx(20.0)
+  assert test["p"] < 0.001
+  assert 0 < test["low"] < 20 < test["high"]
+
+
+def test_welch_finds_nothing_in_identical_or_overlapping_samples():
+  same = uncertainty.welch_test([50.0, 55.0, 60.0], [50.0, 55.0, 60.0])
+  assert same["difference"] == 0 and same["p"] == pytest.approx(1.0)
+  assert same["low"] < 0 < same["high"]
+  noisy = uncertainty.welch_test([50.0, 58.0, 62.0], [52.0, 61.0, 66.0])
+  assert noisy["p"] > 0.05
+  constant = uncertainty.welch_test([50.0, 50.0], [50.0, 50.0])
+  assert constant["p"] == 1.0
+  one = uncertainty.welch_test([50.0], [60.0])
+  assert one["p"] is None and one["difference"] == 10.0
+
+
+def test_holm_adjustment():
+  assert uncertainty.holm([0.01, 0.04, 0.03]) == pytest.approx(
+      [0.03, 0.06, 0.06])
+  assert uncertainty.holm([0.5, None]) == [0.5, None]
+
+
+def _summaries(values_by_family):
+  return {f: {v: {"zero_shot": {"values": vals, "mean": float(np.mean(vals)),
+                                "std": float(np.std(vals, ddof=1)),
+                                "n": len(vals), "unit": "fine-tuning seed",
+                                "eval_se": 0.8}}
+              for v, vals in by_variant.items()}
+          for f, by_variant in values_by_family.items()}
+
+
+def test_compare_verdicts_and_table():
+  summaries = _summaries({
+      "pair": {"coupled": [50.0, 51.0, 52.0], "decoupled": [70.0, 71.0, 72.5]},
+      "tag": {"coupled": [30.0, 36.0, 33.0], "decoupled": [31.0, 35.0, 34.0]},
+      "qa": {"coupled": [25.0, 26.0, 25.5], "decoupled": [15.0, 15.5, 16.0]}})
+  comparisons = uncertainty.compare(summaries, "coupled", "decoupled")
+  assert comparisons["pair"]["verdict"] == "decoupled higher"
+  assert comparisons["tag"]["verdict"] == uncertainty.NO_DIFFERENCE
+  assert comparisons["qa"]["verdict"] == "coupled higher"
+  for c in comparisons.values():
+    assert c["p_holm"] >= c["p"]
+  table = uncertainty.comparison_table(
+      summaries, comparisons, {"pair": "accuracy", "tag": "f1", "qa": "f1"},
+      "coupled", "decoupled", chance={"pair": 50.0})
+  lines = table.splitlines()
+  assert lines[0].startswith("| task (metric) | coupled | decoupled | eval SE")
+  assert len(lines) == 2 + 3
+  assert ("| pair (accuracy) | 51.0 ± 1.0 (n=3) | 71.2 ± 1.3 (n=3) | 0.8 | "
+          "50.0 | +20.2 [") in lines[2]
+  assert lines[2].endswith("| decoupled higher |")
+  assert "no significant difference" in lines[3]
+  assert "fine-tuning seeds of one pre-trained model" in (
+      uncertainty.unit_description(summaries))
