@@ -82,6 +82,20 @@ def evaluate_params(model, params, mixture_or_task_name: str, split: str,
                     task_feature_lengths: Optional[Mapping[str, int]] = None,
                     batch_size: int = 32) -> dict[str, dict[str, float]]:
   """{task: {metric: value}} for every task of the mixture with `split`."""
+  evaluator = make_evaluator(model, mixture_or_task_name, split,
+                             task_feature_lengths)
+  return evaluate_with(evaluator, model, params, batch_size)
+
+
+def make_evaluator(model, mixture_or_task_name: str, split: str,
+                   task_feature_lengths: Optional[Mapping[str, int]] = None
+                   ) -> seqio.Evaluator:
+  """A seqio Evaluator over the mixture's tasks with `split`.
+
+  It tokenises and caches the evaluation examples once; `evaluate_with`
+  reuses it for every model with the same feature converter class (the
+  demo's seeds and variants), which saves re-tracing the input pipeline.
+  """
   evaluator = seqio.Evaluator(
       mixture_or_task_name=mixture_or_task_name,
       feature_converter=model.FEATURE_CONVERTER_CLS(pack=False),
@@ -91,6 +105,12 @@ def evaluate_params(model, params, mixture_or_task_name: str, split: str,
   if not evaluator.eval_tasks:
     raise cli.UserError(f"no task of {mixture_or_task_name!r} has a {split!r} "
                         "split with metrics")
+  return evaluator
+
+
+def evaluate_with(evaluator: seqio.Evaluator, model, params,
+                  batch_size: int = 32) -> dict[str, dict[str, float]]:
+  """{task: {metric: value}} of `params` on an evaluator's cached tasks."""
   predict_fn = make_predict_fn(model, params, batch_size)
   results, _ = evaluator.evaluate(compute_metrics=True, predict_fn=predict_fn,
                                   predict_with_aux_fn=predict_fn)
@@ -150,8 +170,11 @@ def language_table(task_metrics: Mapping[str, Mapping[str, float]],
 
 def plot_languages(groups: Mapping[str, Mapping[str, float]], path: pathlib.Path,
                    title: str, ylabel: str,
-                   chance: Optional[Mapping[str, float]] = None) -> None:
-  """Grouped bars: one group per language, one bar per series."""
+                   chance: Optional[Mapping[str, float]] = None,
+                   errors: Optional[Mapping[str, Mapping[str, float]]] = None
+                   ) -> None:
+  """Grouped bars: one group per language, one bar per series; `errors`
+  ({series: {language: half-height}}) draws error bars."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
@@ -161,7 +184,10 @@ def plot_languages(groups: Mapping[str, Mapping[str, float]], path: pathlib.Path
   fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(langs) + 2), 3.5))
   for i, (label, series) in enumerate(sorted(groups.items())):
     xs = np.arange(len(langs)) + i * width
-    ax.bar(xs, [series.get(l, 0.0) for l in langs], width, label=label)
+    yerr = ([errors.get(label, {}).get(l, 0.0) for l in langs] if errors
+            else None)
+    ax.bar(xs, [series.get(l, 0.0) for l in langs], width, label=label,
+           yerr=yerr, capsize=3 if errors else 0)
   if chance:
     for j, lang in enumerate(langs):
       if lang in chance:
