@@ -748,6 +748,36 @@ def test_count_params_unset_macro(tmp_path):
 
 
 # ----------------------------------------------------------------------------
+# The offline demo
+# ----------------------------------------------------------------------------
+
+
+def test_demo_needs_at_least_one_seed(tmp_path, capsys):
+  from rembert_t5x import demo  # pylint: disable=g-import-not-at-top
+  with pytest.raises(SystemExit) as exit_info:
+    demo.main(["--workdir", str(tmp_path), "--finetune_seeds", "0"])
+  assert exit_info.value.code == 2
+  lines = capsys.readouterr().err.strip().splitlines()
+  assert lines == ["error: --finetune_seeds must be at least 1, got 0"]
+  assert not list(tmp_path.iterdir())
+
+
+def test_demo_workdir_with_other_evaluation_sets(tmp_path):
+  from rembert_t5x import demo  # pylint: disable=g-import-not-at-top
+  data = tmp_path / "data"
+  data.mkdir()
+  manifest = {"seed": 0, "sizes": {"eval_examples": 200}, "languages": [],
+              "train_language": "qla", "files": {}}
+  (data / "manifest.json").write_text(json.dumps(manifest))
+  (data / "spm.model").write_bytes(b"")
+  with pytest.raises(cli.UserError,
+                     match=f"{data / 'manifest.json'}: data were generated "
+                     "with data_seed=0, eval_examples=200, not 0, 1000; use a "
+                     "new --workdir"):
+    demo.run(str(tmp_path), demo.DemoSettings(eval_examples=1000))
+
+
+# ----------------------------------------------------------------------------
 # The scripts, run as a user would: exit 2, one line, no traceback.
 # ----------------------------------------------------------------------------
 

@@ -5,27 +5,60 @@ import json
 from rembert_t5x import demo
 
 
-def test_demo_writes_per_variant_task_and_language_results(tmp_path):
+def test_demo_reports_seeds_error_bars_and_a_verdict(tmp_path):
+  # One task (QA: its metric groups windows by question) keeps the smoke
+  # run short; `uncertainty_test.py` covers the three-task comparison.
   settings = demo.DemoSettings(pretrain_steps=2, finetune_steps=2,
-                               pair_finetune_steps=2, batch_size=8)
+                               batch_size=8, finetune_seeds=2,
+                               eval_examples=24, tasks="qa")
   results = demo.run(str(tmp_path), settings, log=lambda _: None)
   saved = json.loads((tmp_path / "results.json").read_text())
   assert saved["variants"].keys() == {"coupled", "decoupled"}
   languages = set(saved["languages"])
   assert saved["train_language"] in languages and len(languages) >= 3
+  # One run per (variant, task, fine-tuning seed), each with every language
+  # and the metric's evaluation-set standard error.
+  assert len(saved["runs"]) == 2 * 2
+  assert len({(r["variant"], r["family"], r["finetune_seed"])
+              for r in saved["runs"]}) == len(saved["runs"])
+  for r in saved["runs"]:
+    metric = demo.TASKS[r["family"]][2]
+    assert set(r["languages"]) == languages
+    for m in r["languages"].values():
+      assert 0.0 <= m[metric] <= 100.0
+      assert m[f"{metric}_se"] >= 0.0
   for variant in saved["variants"].values():
     assert variant["params"]["pretraining_params"] > variant["params"]["finetuning_params"]
-    for family, (_, _, metric) in demo.TASKS.items():
-      per_language = variant["tasks"][family]
-      assert set(per_language) == languages
-      assert all(0.0 <= m[metric] <= 100.0 for m in per_language.values())
+    assert len(variant["mlm"]) == 1
   # The coupled model ties E_in = E_out = H; the decoupled one saves
   # fine-tuning parameters with a smaller input embedding.
   assert (saved["variants"]["decoupled"]["params"]["finetuning_params"]
           < saved["variants"]["coupled"]["params"]["finetuning_params"])
   assert set(saved["chance"]) == set(demo.TASKS)
+  assert saved["summary"].keys() == saved["comparison"].keys() == {"qa"}
+  zero_shot = saved["summary"]["qa"]["coupled"]["zero_shot"]
+  assert zero_shot["n"] == 2 and zero_shot["unit"] == "fine-tuning seed"
+  assert zero_shot["eval_se"] > 0
+  comparison = saved["comparison"]["qa"]
+  assert comparison["p"] is not None and comparison["verdict"]
+  assert set(saved["timing"]["stages"]) == {"data", "pretrain", "finetune",
+                                            "evaluate"}
   table = (tmp_path / "results.md").read_text()
-  for family in demo.TASKS:
-    assert f"### {family}" in table
-    assert (tmp_path / f"results_{family}.png").stat().st_size > 0
-  assert "zero-shot avg" in demo.summary_table(results)
+  assert "| task (metric) | coupled | decoupled | eval SE |" in table
+  assert "| qa (f1) | " in table and "### qa" in table
+  assert (tmp_path / "results_qa.png").stat().st_size > 0
+  assert "(n=2)" in demo.summary_table(results)
+  # A second call finds every run's record and trains nothing.
+  again = demo.run(str(tmp_path), settings, log=lambda _: None)
+  assert again["runs"] == results["runs"]
+  assert "finetune" not in again["timing"]["stages"]
+
+
+def test_full_flag_and_explicit_flags():
+  workdir, settings = demo.parse_args(["--workdir", "/w", "--full",
+                                       "--finetune_seeds", "5"])
+  assert workdir == "/w"
+  assert settings.pretrain_seeds == demo.FULL["pretrain_seeds"] > 1
+  assert settings.finetune_seeds == 5
+  assert settings.pretrain_steps == demo.DemoSettings().pretrain_steps
+  assert demo.parse_args(["--workdir", "/w"])[1] == demo.DemoSettings()
