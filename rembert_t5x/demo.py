@@ -40,8 +40,9 @@ a stopped `--full` run continues where it was.
 Every stage is the same code a real run uses: SeqIO tasks, our feature
 converters, the model classes T5X trains, the local runner and SeqIO's
 evaluator. Compiled programs are kept in `<workdir>/xla_cache` (JAX's
-persistent compilation cache), so the fine-tuning runs after the first of
-each (variant, task) skip XLA compilation.
+persistent compilation cache, unless JAX_COMPILATION_CACHE_DIR names one),
+so the fine-tuning runs after the first of each (variant, task) skip XLA
+compilation.
 """
 
 import argparse
@@ -165,13 +166,17 @@ def compilation_cache(path: pathlib.Path):
   """JAX's persistent compilation cache in `path` for the block.
 
   Every fine-tuning run of one (variant, task) compiles the same programs
-  (seeds are inputs, not constants), so all but the first load them. The
-  previous settings are restored afterwards.
+  (seeds are inputs, not constants), so all but the first load them. A
+  cache directory already configured (JAX_COMPILATION_CACHE_DIR, the test
+  suite's) is kept; otherwise the previous setting is restored afterwards.
   """
   import jax  # pylint: disable=g-import-not-at-top
   from jax.experimental.compilation_cache import compilation_cache as cc  # pylint: disable=g-import-not-at-top
   name = "jax_compilation_cache_dir"
   old = getattr(jax.config, name)
+  if old:
+    yield
+    return
   # JAX's default threshold (programs that took >= 1 s to compile) keeps
   # the train and init steps, not the many small eager ops.
   jax.config.update(name, str(path))

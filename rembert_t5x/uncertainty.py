@@ -308,7 +308,7 @@ def comparison_table(summaries: Mapping[str, Mapping[str, Any]],
     se = f"{max(ses):.1f}" if ses else ""
     interval = (f" [{_signed(c['low'])}, {_signed(c['high'])}]"
                 if c["low"] is not None else "")
-    level = "" if not chance or family not in chance else f"{chance[family]:.1f}"
+    level = f"{chance[family]:.1f}" if chance and family in chance else ""
     lines.append(
         f"| {family} ({metrics_by_family[family]}) | "
         f"{_pm(base['mean'], base['std'])} (n={base['n']}) | "
