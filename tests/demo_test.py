@@ -2,7 +2,13 @@
 
 import json
 
+import pytest
+
 from rembert_t5x import demo
+
+# Minutes, not seconds: `-m 'not slow'` leaves it out of a quick loop (the
+# parsing test below is quick but shares the module).
+pytestmark = pytest.mark.slow
 
 
 def test_demo_reports_seeds_error_bars_and_a_verdict(tmp_path):
