@@ -27,6 +27,10 @@ from rembert_t5x import train
 from rembert_t5x import vocabulary
 from tests import test_utils
 
+# Minutes, not seconds: `-m 'not slow'` leaves it out of a quick loop
+# (.ci/run runs everything).
+pytestmark = pytest.mark.slow
+
 STEPS = 12
 LENGTH = 32
 
@@ -36,10 +40,6 @@ import resume_test_tasks
 from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x import train
-
-# Minutes, not seconds: `-m 'not slow'` leaves it out of a quick loop
-# (.ci/run runs everything).
-pytestmark = pytest.mark.slow
 include 'gin_configs/models/tiny.gin'
 VOCAB_SIZE = 64
 MODEL_DIR = %gin.REQUIRED
