@@ -37,6 +37,9 @@ def _no_vocabulary_from_an_earlier_run():
   vocabulary.use_checkpoint_vocabulary()
   # Nor gin bindings: a test that parses a run file (e.g. binding
   # MIXTURE_OR_TASK_MODULE) must not configure the next test's train.train.
+  # Cleared after the test too: module-scoped fixtures of the next module
+  # run before this fixture's next setup.
   gin.clear_config()
   yield
+  gin.clear_config()
   vocabulary.use_checkpoint_vocabulary()
