@@ -713,7 +713,7 @@ def test_vocabulary_too_large_for_the_corpus(tmp_path):
 
 
 # ----------------------------------------------------------------------------
-# QA scoring and parameter counting.
+# QA scoring (parameter counting and the demo: bad_inputs_tools_test.py).
 # ----------------------------------------------------------------------------
 
 
@@ -738,43 +738,6 @@ def test_qa_dataset_file_without_data(tmp_path):
   with pytest.raises(ValueError, match=f"{dataset}: data: expected a "
                      "top-level object with a 'data' list"):
     metrics.evaluate_prediction_file(dataset, pred)
-
-
-def test_count_params_unset_macro(tmp_path):
-  gin_file = _file(tmp_path, "m.gin",
-                   "include 'gin_configs/architectures/rembert.gin'\n")
-  with pytest.raises(configs.GinConfigError, match=f"gin file {gin_file}"):
-    configs.config_from_gin(gin_file)
-
-
-# ----------------------------------------------------------------------------
-# The offline demo
-# ----------------------------------------------------------------------------
-
-
-def test_demo_needs_at_least_one_seed(tmp_path, capsys):
-  from rembert_t5x import demo  # pylint: disable=g-import-not-at-top
-  with pytest.raises(SystemExit) as exit_info:
-    demo.main(["--workdir", str(tmp_path), "--finetune_seeds", "0"])
-  assert exit_info.value.code == 2
-  lines = capsys.readouterr().err.strip().splitlines()
-  assert lines == ["error: --finetune_seeds must be at least 1, got 0"]
-  assert not list(tmp_path.iterdir())
-
-
-def test_demo_workdir_with_other_evaluation_sets(tmp_path):
-  from rembert_t5x import demo  # pylint: disable=g-import-not-at-top
-  data = tmp_path / "data"
-  data.mkdir()
-  manifest = {"seed": 0, "sizes": {"eval_examples": 200}, "languages": [],
-              "train_language": "qla", "files": {}}
-  (data / "manifest.json").write_text(json.dumps(manifest))
-  (data / "spm.model").write_bytes(b"")
-  with pytest.raises(cli.UserError,
-                     match=f"{data / 'manifest.json'}: data were generated "
-                     "with data_seed=0, eval_examples=200, not 0, 1000; use a "
-                     "new --workdir"):
-    demo.run(str(tmp_path), demo.DemoSettings(eval_examples=1000))
 
 
 # ----------------------------------------------------------------------------

@@ -1,0 +1,52 @@
+"""docs/ERRORS.md rows of the tools beside the runner: parameter counting and
+the offline demo (split from bad_inputs_test.py, which holds the rest)."""
+
+import json
+
+import pytest
+
+from rembert_t5x import cli
+from rembert_t5x import configs
+
+
+# ----------------------------------------------------------------------------
+# Parameter counting
+# ----------------------------------------------------------------------------
+
+
+def test_count_params_unset_macro(tmp_path):
+  gin_file = str(tmp_path / "m.gin")
+  with open(gin_file, "w", encoding="utf-8") as f:
+    f.write("include 'gin_configs/architectures/rembert.gin'\n")
+  with pytest.raises(configs.GinConfigError, match=f"gin file {gin_file}"):
+    configs.config_from_gin(gin_file)
+
+
+# ----------------------------------------------------------------------------
+# The offline demo
+# ----------------------------------------------------------------------------
+
+
+def test_demo_needs_at_least_one_seed(tmp_path, capsys):
+  from rembert_t5x import demo  # pylint: disable=g-import-not-at-top
+  with pytest.raises(SystemExit) as exit_info:
+    demo.main(["--workdir", str(tmp_path), "--finetune_seeds", "0"])
+  assert exit_info.value.code == 2
+  lines = capsys.readouterr().err.strip().splitlines()
+  assert lines == ["error: --finetune_seeds must be at least 1, got 0"]
+  assert not list(tmp_path.iterdir())
+
+
+def test_demo_workdir_with_other_evaluation_sets(tmp_path):
+  from rembert_t5x import demo  # pylint: disable=g-import-not-at-top
+  data = tmp_path / "data"
+  data.mkdir()
+  manifest = {"seed": 0, "sizes": {"eval_examples": 200}, "languages": [],
+              "train_language": "qla", "files": {}}
+  (data / "manifest.json").write_text(json.dumps(manifest))
+  (data / "spm.model").write_bytes(b"")
+  with pytest.raises(cli.UserError,
+                     match=f"{data / 'manifest.json'}: data were generated "
+                     "with data_seed=0, eval_examples=200, not 0, 1000; use a "
+                     "new --workdir"):
+    demo.run(str(tmp_path), demo.DemoSettings(eval_examples=1000))
