@@ -25,6 +25,7 @@ a bootstrap over examples, sentences or questions; `rembert_t5x.uncertainty`).
 directory and name prefix.
 """
 
+import fcntl
 import functools
 import json
 import os
@@ -74,25 +75,34 @@ def prepare(data_dir: Optional[str] = None, seed: int = 0,
   root = pathlib.Path(data_dir or os.environ.get(DATA_DIR_ENV)
                       or DEFAULT_DATA_DIR)
   manifest_path = root / "manifest.json"
-  if not manifest_path.exists() or not (root / "spm.model").exists():
-    root.parent.mkdir(parents=True, exist_ok=True)
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
-    try:
-      files = synthetic.generate(str(tmp), seed=seed, **sizes)
-      vocabulary_lib.train_sentencepiece(
-          {lang: [path] for lang, path in files["corpus"].items()},
-          str(tmp / "spm"), vocab_size=vocab_size, max_sentences=20_000,
-          seed=seed, character_coverage=1.0)
-      if root.exists():  # an earlier, interrupted or partial preparation
-        shutil.rmtree(root)
-      os.replace(tmp, root)
-    finally:
-      if tmp.exists():
-        shutil.rmtree(tmp, ignore_errors=True)
+  root.parent.mkdir(parents=True, exist_ok=True)
+  # One preparer at a time (parallel test workers, two runs starting
+  # together): the others wait and then find the directory complete.
+  with open(root.parent / f".{root.name}.lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    if not manifest_path.exists() or not (root / "spm.model").exists():
+      _generate(root, seed, vocab_size, sizes)
   manifest = json.loads(manifest_path.read_text())
   manifest["dir"] = str(root)
   manifest["vocab"] = str(root / "spm.model")
   return manifest
+
+
+def _generate(root: pathlib.Path, seed: int, vocab_size: int, sizes) -> None:
+  """Writes the data and vocabulary under a temporary name, then renames."""
+  tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
+  try:
+    files = synthetic.generate(str(tmp), seed=seed, **sizes)
+    vocabulary_lib.train_sentencepiece(
+        {lang: [path] for lang, path in files["corpus"].items()},
+        str(tmp / "spm"), vocab_size=vocab_size, max_sentences=20_000,
+        seed=seed, character_coverage=1.0)
+    if root.exists():  # an earlier, interrupted or partial preparation
+      shutil.rmtree(root)
+    os.replace(tmp, root)
+  finally:
+    if tmp.exists():
+      shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _path(manifest, *parts) -> str:
