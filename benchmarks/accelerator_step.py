@@ -145,7 +145,8 @@ def run_variant(args, dtype: str, attention: str) -> dict:
   stats = jax.devices()[0].memory_stats() or {}
   model_flops = flop_model.train_step_flops(
       cfg, args.batch, args.seq_len, _num_predictions(args.seq_len))
-  peak = _matmul_tflops("bfloat16" if dtype == "bfloat16" else "float32")
+  peak = _matmul_tflops("bfloat16" if dtype == "bfloat16" else "float32",
+                        n=args.peak_matmul_size)
   return {
       "dtype": dtype, "attention": attention, "overrides": overrides,
       "first_loss": first_loss, "step_s": step_s,
@@ -165,7 +166,8 @@ def _child(args, dtype, attention) -> dict:
   cmd = [sys.executable, __file__, "--_variant", f"{dtype},{attention}",
          "--config", args.config, "--batch", str(args.batch),
          "--seq_len", str(args.seq_len), "--steps", str(args.steps),
-         "--warmup", str(args.warmup)]
+         "--warmup", str(args.warmup),
+         "--peak_matmul_size", str(args.peak_matmul_size)]
   for o in args.override:
     cmd += ["--override", o]
   proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -208,6 +210,8 @@ def main(argv=None) -> None:
   p.add_argument("--variants", default=",".join(
       f"{d}:{a}" for d, a in VARIANTS),
                  help="comma-separated dtype:attention list; first = reference")
+  p.add_argument("--peak_matmul_size", type=int, default=4096,
+                 help="n of the n x n matmul that measures the peak for MFU")
   p.add_argument("--json", action="store_true")
   p.add_argument("--_variant", help=argparse.SUPPRESS)
   args = p.parse_args(argv)
