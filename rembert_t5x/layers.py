@@ -48,13 +48,25 @@ def zero_rows_from(init: Initializer, start: int, axis: int) -> Initializer:
   return wrapped
 
 
+def cpu_forms() -> bool:
+  """Whether to use the XLA:CPU-tuned forms below (default backend is CPU).
+
+  They were measured on CPU only (benchmarks/RESULTS.md); on GPU and TPU,
+  where users train, the model uses the plain ops and leaves the layout to
+  XLA. Both give the same values and gradients (tests/layers_test.py).
+  """
+  return jax.default_backend() == "cpu"
+
+
 def gelu(x: Array) -> Array:
   """Exact GELU, x * Phi(x), as BERT and HF's "gelu" (not the tanh form).
 
-  Written as 0.5 x (1 + erf(x / sqrt 2)), HF's formula: on CPU it is about
-  twice as fast as `jax.nn.gelu(approximate=False)`, which goes through
-  erfc, and agrees with it to ~1e-6.
+  On CPU it is written as 0.5 x (1 + erf(x / sqrt 2)), HF's formula: about
+  twice as fast there as `jax.nn.gelu(approximate=False)`, which goes through
+  erfc, and agrees with it to ~1e-6. Other backends use jax's.
   """
+  if not cpu_forms():
+    return jax.nn.gelu(x, approximate=False)
   return 0.5 * x * (1.0 + jax.lax.erf(x * jnp.asarray(0.7071067811865476,
                                                        x.dtype)))
 
@@ -100,8 +112,9 @@ class DenseGeneral(nn.Module):
     dtype: computation dtype.
     param_dtype: parameter dtype.
     wide_output: the output is far wider than the input (the MLM decoder,
-      E_out -> vocab): use `_vocab_matmul`, whose backward pass avoids two
-      slow XLA:CPU forms. Same parameters, values and gradients.
+      E_out -> vocab): on CPU use `_vocab_matmul`, whose backward pass avoids
+      two slow XLA:CPU forms (plain dot_general on other backends). Same
+      parameters, values and gradients.
   """
 
   features: Union[int, Sequence[int]]
@@ -139,7 +152,8 @@ class DenseGeneral(nn.Module):
     )
     x = jnp.asarray(x, self.dtype)
     kernel = jnp.asarray(kernel, self.dtype)
-    if self.wide_output and self.num_contract == 1 and len(features) == 1:
+    if (self.wide_output and self.num_contract == 1 and len(features) == 1
+        and cpu_forms()):
       # [..., e] -> [n, e] -> [n, v] -> [..., v]
       y = _vocab_matmul(x.reshape(-1, x.shape[-1]), kernel,
                         jnp.asarray(bias, self.dtype))

@@ -1,4 +1,4 @@
-"""Tests for rembert_t5x.layers: the CPU-friendly vocabulary projection."""
+"""Tests for rembert_t5x.layers: CPU-only forms, attention implementations."""
 
 import jax
 import jax.numpy as jnp
@@ -39,6 +39,36 @@ def test_wide_output_dense_matches_the_plain_product(shape):
   for a, b in zip(jax.tree_util.tree_leaves(g_wide),
                   jax.tree_util.tree_leaves(g_plain)):
     assert a.shape == b.shape
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def _primitives(fn, *args):
+  jaxpr = jax.make_jaxpr(fn)(*args)
+  return {str(e.primitive) for e in jaxpr.jaxpr.eqns}
+
+
+def test_cpu_forms_only_on_cpu(monkeypatch):
+  """On another default backend: plain ops, same values and gradients."""
+  rng = np.random.default_rng(1)
+  x = jnp.asarray(rng.standard_normal((4, 5)), jnp.float32)
+  params = _dense(True).init(jax.random.PRNGKey(0), x)
+  grad = lambda p, x: jax.grad(
+      lambda p: jnp.sum(jnp.sin(_dense(True).apply(p, x))))(p)
+  assert layers.cpu_forms()
+  cpu_grad = grad(params, x)
+  cpu_gelu = layers.gelu(x)
+  assert "custom_vjp_call" in _primitives(
+      lambda p: _dense(True).apply(p, x), params)
+  assert "erf" in _primitives(layers.gelu, x)
+
+  monkeypatch.setattr(jax, "default_backend", lambda: "tpu")
+  assert not layers.cpu_forms()
+  primitives = _primitives(lambda p: _dense(True).apply(p, x), params)
+  assert "custom_vjp_call" not in primitives and "dot_general" in primitives
+  assert "optimization_barrier" not in _primitives(grad, params, x)
+  np.testing.assert_allclose(layers.gelu(x), cpu_gelu, rtol=1e-5, atol=1e-6)
+  for a, b in zip(jax.tree_util.tree_leaves(grad(params, x)),
+                  jax.tree_util.tree_leaves(cpu_grad)):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
