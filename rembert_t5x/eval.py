@@ -50,10 +50,17 @@ _JITTED_PREDICT = weakref.WeakKeyDictionary()
 
 
 def make_predict_fn(model, params, batch_size: int):
-  """A seqio predict function over an enumerated model-feature dataset."""
+  """A seqio predict function over an enumerated model-feature dataset.
+
+  The parameters go to the device once, here, not with every batch (host
+  numpy parameters would be copied on every call: 314 ms per batch measured
+  for a 256 MB tree; RemBERT's is ~2.3 GB). Batches go in and predictions
+  come back by explicit transfers only.
+  """
   predict = _JITTED_PREDICT.get(model)
   if predict is None:
     predict = _JITTED_PREDICT[model] = jax.jit(model.predict_batch_with_aux)
+  params = jax.device_put(params)
 
   def predict_fn(ds, model_feature_shapes=None):
     del model_feature_shapes
@@ -61,10 +68,11 @@ def make_predict_fn(model, params, batch_size: int):
     for indices, features in ds.batch(batch_size).as_numpy_iterator():
       n = len(indices)
       # Pad the last batch so every call has one shape (one compilation).
-      batch = {k: _pad(v, batch_size) for k, v in features.items()
-               if np.issubdtype(v.dtype, np.number)}
+      batch = jax.device_put(
+          {k: _pad(v, batch_size) for k, v in features.items()
+           if np.issubdtype(v.dtype, np.number)})
       predictions, _ = predict(params, batch)
-      predictions = np.asarray(predictions)[:n]
+      predictions = jax.device_get(predictions)[:n]
       outputs.extend(zip(indices.tolist(), list(predictions)))
     return outputs
 

@@ -58,6 +58,30 @@ def test_train_then_evaluate_every_language(tasks, tmp_path, family, model, leng
   assert (tmp_path / "eval" / "results.png").stat().st_size > 0
 
 
+def test_predict_fn_puts_params_on_the_device_once():
+  """No implicit host-to-device copy of the parameters per batch."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  model = models.RemBertPairClassificationModel(
+      network.RemBertForSequenceClassification(CONFIG, 2))
+  shapes = {"input_tokens": (4, 8), "token_types": (4, 8), "label": (4, 1)}
+  params = jax.device_get(model.get_initial_variables(
+      jax.random.PRNGKey(0), shapes)["params"])  # host numpy, as loaded
+  rng = np.random.default_rng(0)
+  features = {"input_tokens": rng.integers(5, 400, (7, 8)).astype(np.int32),
+              "token_types": np.zeros((7, 8), np.int32),
+              "label": np.zeros((7, 1), np.int32)}
+  ds = tf.data.Dataset.from_tensor_slices(features).enumerate()
+  predict_fn = eval_lib.make_predict_fn(model, params, batch_size=4)
+  # Explicit transfers (device_put/device_get) pass; an implicit copy of
+  # host arrays into the jitted call raises.
+  with jax.transfer_guard("disallow"):
+    outputs = predict_fn(ds)
+  assert [i for i, _ in outputs] == list(range(7))  # last batch unpadded
+  want = np.asarray(model.predict_batch(params, features))
+  np.testing.assert_array_equal(np.stack([p for _, p in outputs]), want)
+
+
 def test_language_table_and_helpers():
   metrics = {"x_pair_de": {"accuracy": 80.0}, "x_pair_en": {"accuracy": 90.0}}
   table = eval_lib.language_table(metrics, chance={"de": 50.0, "en": 50.0})
