@@ -27,7 +27,6 @@ import argparse
 import dataclasses
 import json
 import pathlib
-import sys
 import time
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
@@ -37,6 +36,7 @@ import numpy as np
 import optax
 
 from rembert_t5x import cli
+from rembert_t5x import errors
 from rembert_t5x import layer_stacking
 from rembert_t5x import network
 from rembert_t5x import sweep
@@ -99,7 +99,7 @@ def drop_layers(workdir: str, config: network.RemBertConfig, pretrained: str,
   rows = []
   for l in kept_layers:
     if not 0 <= l <= config.num_layers:
-      raise cli.UserError(f"cannot keep {l} layers of {config.num_layers}")
+      raise errors.UserError(f"cannot keep {l} layers of {config.num_layers}")
     sub = str(pathlib.Path(workdir) / f"l={l}")
     point = sweep.GridPoint(task, lr, seed)
     path = sweep.results_path(sub, point)
@@ -137,7 +137,7 @@ def _examples(task: sweep.TaskSpec, task_name: str, split: str, limit: int,
       break
     batches.append(b)
   if not batches:
-    raise cli.UserError(f"task {task_name}, split {split}: no examples")
+    raise errors.UserError(f"task {task_name}, split {split}: no examples")
   return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
 
 
@@ -151,7 +151,7 @@ def _probe_data(task: sweep.TaskSpec, feats: np.ndarray,
     mask = (batch["segment_ids"] > 0)[..., None]
     pooled = (feats * mask).sum(1) / np.maximum(mask.sum(1), 1)
     return pooled, batch["label"]
-  raise cli.UserError(f"probe supports tag and pair tasks, not {task.kind}")
+  raise errors.UserError(f"probe supports tag and pair tasks, not {task.kind}")
 
 
 def train_linear_probe(x: np.ndarray, y: np.ndarray, num_classes: int,
@@ -332,11 +332,8 @@ def main(argv=None) -> None:
   parser.add_argument("--train_examples", type=int, default=256)
   parser.add_argument("--eval_examples", type=int, default=128)
   args = parser.parse_args(argv)
-  try:
+  with cli.user_errors():
     result = _main(args)
-  except cli.UserError as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
   print(markdown(result))
 
 
@@ -345,12 +342,12 @@ def _main(args) -> Dict[str, Any]:
   from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
   tasks = sweep.demo_tasks(train_steps=args.train_steps)
   if args.task not in tasks:
-    raise cli.UserError(f"unknown task {args.task!r}: expected {sorted(tasks)}")
+    raise errors.UserError(f"unknown task {args.task!r}: expected {sorted(tasks)}")
   task = tasks[args.task]
   try:
     config = configs.config_from_gin(args.model_gin)
   except configs.GinConfigError as e:
-    raise cli.UserError(str(e)) from e
+    raise errors.UserError(str(e)) from e
   config = dataclasses.replace(config, vocab_size=synthetic_tasks.VOCAB_SIZE)
   start = time.time()
   if args.mode == "drop_layers":

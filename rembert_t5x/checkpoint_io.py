@@ -43,13 +43,13 @@ from absl import logging
 import numpy as np
 
 from rembert_t5x import checkpoint_conversion as cc
-from rembert_t5x import cli
+from rembert_t5x import errors
 from rembert_t5x import io_utils
 from rembert_t5x import layer_stacking
 from rembert_t5x import network
 from rembert_t5x import vocabulary
 
-UserError = cli.UserError
+UserError = errors.UserError
 
 # Written beside the orbax checkpoint so that t5x-to-hf recovers what shapes
 # cannot tell (LayerNorm epsilon, dropout, pad id, pre-training-only layers).

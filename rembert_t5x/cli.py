@@ -9,13 +9,15 @@ checkpoint of another architecture) end with one `error: ...` line on stderr
 and exit code 2, with no traceback.
 """
 
+import contextlib
 import dataclasses
 import sys
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
+from rembert_t5x import errors
 
-class UserError(Exception):
-  """An error in the user's input: reported in one line, no traceback."""
+# Re-exported: callers wrote `cli.UserError` before errors.py existed.
+UserError = errors.UserError
 
 
 @dataclasses.dataclass
@@ -60,13 +62,27 @@ def parse_gin_args(argv: Sequence[str]) -> GinArgs:
   return out
 
 
-def run_main(main: Callable[[GinArgs], None], argv=None) -> None:
-  """Runs `main`, turning user errors into one line and exit code 2."""
-  from rembert_t5x import configs  # pylint: disable=g-import-not-at-top
-  argv = sys.argv[1:] if argv is None else argv
+@contextlib.contextmanager
+def user_errors(*also: type[BaseException]) -> Iterator[None]:
+  """The one handler of every entry point: a user error exits 2, one line.
+
+  Catches `errors.UserError` (which `configs.GinConfigError` is) and the
+  exception types in `also` (e.g. a script whose library raises ValueError
+  for bad input), prints `error: <first line>` on stderr and exits 2.
+
+  Args:
+    *also: further exception types that mean bad input for this command.
+  """
   try:
-    main(parse_gin_args(argv))
-  except (UserError, configs.GinConfigError) as e:
+    yield
+  except (errors.UserError, *also) as e:
     # gin appends "In call to configurable ..." lines; the first line is ours.
-    print(f"error: {str(e).strip().splitlines()[0]}", file=sys.stderr)
+    print(f"error: {errors.first_line(e)}", file=sys.stderr)
     sys.exit(2)
+
+
+def run_main(main: Callable[[GinArgs], None], argv=None) -> None:
+  """Runs `main` on parsed gin arguments under `user_errors`."""
+  argv = sys.argv[1:] if argv is None else argv
+  with user_errors():
+    main(parse_gin_args(argv))

@@ -23,12 +23,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rembert_t5x import errors
 from rembert_t5x import gin_path
 from rembert_t5x import network
 from rembert_t5x import partitioning
 
 
-class GinConfigError(ValueError):
+class GinConfigError(errors.UserError, ValueError):
   """A gin file or binding is wrong; the message names the file and binding."""
 
 

@@ -50,11 +50,11 @@ import contextlib
 import dataclasses
 import json
 import pathlib
-import sys
 import time
 from typing import Any, Callable, Dict, List
 
 from rembert_t5x import cli
+from rembert_t5x import errors
 from rembert_t5x import configs
 from rembert_t5x import eval as eval_lib
 from rembert_t5x import io_utils
@@ -117,14 +117,14 @@ class DemoSettings:
   def check(self) -> None:
     unknown = sorted(set(self.families()) - set(TASKS))
     if unknown or not self.tasks:
-      raise cli.UserError(
+      raise errors.UserError(
           f"--tasks {self.tasks!r}: unknown task(s) {unknown}; expected a "
           f"comma-separated subset of {list(TASKS)}")
     for name in ("pretrain_seeds", "finetune_seeds", "eval_examples",
                  "pretrain_steps", "finetune_steps", "pair_finetune_steps",
                  "batch_size"):
       if getattr(self, name) < 1:
-        raise cli.UserError(f"--{name} must be at least 1, got "
+        raise errors.UserError(f"--{name} must be at least 1, got "
                             f"{getattr(self, name)}")
 
 
@@ -205,7 +205,7 @@ def _prepare(out: pathlib.Path, settings: DemoSettings):
                                      eval_examples=settings.eval_examples)
   made = (manifest["seed"], manifest["sizes"]["eval_examples"])
   if made != (settings.data_seed, settings.eval_examples):
-    raise cli.UserError(
+    raise errors.UserError(
         f"{out / 'data' / 'manifest.json'}: data were generated with "
         f"data_seed={made[0]}, eval_examples={made[1]}, not "
         f"{settings.data_seed}, {settings.eval_examples}; use a new --workdir")
@@ -426,11 +426,8 @@ def parse_args(argv=None):
 
 def main(argv=None) -> None:
   workdir, settings = parse_args(argv)
-  try:
+  with cli.user_errors():
     results = run(workdir, settings)
-  except cli.UserError as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
   print(summary_table(results))
   print(json.dumps(results["timing"]))
 

@@ -35,6 +35,7 @@ import numpy as np
 import seqio
 
 from rembert_t5x import cli
+from rembert_t5x import errors
 from rembert_t5x import configs
 from rembert_t5x import io_utils
 from rembert_t5x import vocabulary as vocab_lib
@@ -103,7 +104,7 @@ def make_evaluator(model, mixture_or_task_name: str, split: str,
       sequence_length=dict(task_feature_lengths) if task_feature_lengths else None,
       logger_cls=())
   if not evaluator.eval_tasks:
-    raise cli.UserError(f"no task of {mixture_or_task_name!r} has a {split!r} "
+    raise errors.UserError(f"no task of {mixture_or_task_name!r} has a {split!r} "
                         "split with metrics")
   return evaluator
 
@@ -242,7 +243,7 @@ def evaluate_checkpoints(model, checkpoint_dir: str, task_name: str,
     metrics = evaluate_params(model, params, task_name, split,
                               task_feature_lengths, batch_size)
     if task_name not in metrics:
-      raise cli.UserError(f"selection task {task_name!r} is not a task (or "
+      raise errors.UserError(f"selection task {task_name!r} is not a task (or "
                           f"has no {split!r} split)")
     out[step] = metrics[task_name]
   return out
@@ -315,9 +316,9 @@ def main(args: cli.GinArgs) -> None:
     try:
       value = gin.query_parameter(f"{macro}/macro.value")
     except ValueError as e:
-      raise cli.UserError(f"the gin files define no {macro} macro") from e
+      raise errors.UserError(f"the gin files define no {macro} macro") from e
     if not isinstance(value, str):
-      raise cli.UserError(f"{macro} is not set (e.g. --gin.{macro}=\"'/tmp/x'\")")
+      raise errors.UserError(f"{macro} is not set (e.g. --gin.{macro}=\"'/tmp/x'\")")
     values[macro] = value
   record = evaluate(values["CHECKPOINT_PATH"], values["EVAL_OUTPUT_DIR"])
   print(json.dumps(record["tasks"]))

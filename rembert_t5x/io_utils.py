@@ -7,7 +7,7 @@ killed at any point leaves either the previous file or the complete new one,
 plus at worst a stray `.<name>.tmp.*` file that the next write ignores.
 
 A full disk (ENOSPC), a read-only filesystem (EROFS) or a permission error
-(EACCES/EPERM) becomes a `cli.UserError` naming the file; the destination is
+(EACCES/EPERM) becomes a `errors.UserError` naming the file; the destination is
 left as it was.
 """
 
@@ -18,7 +18,7 @@ import pathlib
 import tempfile
 from typing import Any, Union
 
-from rembert_t5x import cli
+from rembert_t5x import errors
 
 PathLike = Union[str, os.PathLike]
 
@@ -33,16 +33,16 @@ _USER_ERRNOS = {
 }
 
 
-def _user_error(path: PathLike, e: OSError) -> cli.UserError:
+def _user_error(path: PathLike, e: OSError) -> errors.UserError:
   reason = _USER_ERRNOS.get(e.errno, e.strerror or str(e))
-  return cli.UserError(f"cannot write {path}: {reason}")
+  return errors.UserError(f"cannot write {path}: {reason}")
 
 
 def atomic_write_bytes(path: PathLike, data: bytes) -> None:
   """Writes `data` to `path` atomically (temp file, fsync, rename).
 
   Raises:
-    cli.UserError: the disk is full, or the directory is not writable; the
+    errors.UserError: the disk is full, or the directory is not writable; the
       previous contents of `path` are kept.
   """
   path = pathlib.Path(path)
@@ -115,7 +115,7 @@ def append_line(path: PathLike, line: str) -> None:
   (e.g. the runner's metrics.jsonl) drop an unparsable last line.
 
   Raises:
-    cli.UserError: the disk is full or the file is not writable.
+    errors.UserError: the disk is full or the file is not writable.
   """
   path = pathlib.Path(path)
   try:

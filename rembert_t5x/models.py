@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rembert_t5x import cli
+from rembert_t5x import errors
 from rembert_t5x import feature_converters
 from rembert_t5x import layer_stacking
 from rembert_t5x import network
@@ -362,11 +362,11 @@ class RemBertRetrievalModel(RemBertBaseModel):
     try:  # a gin typo in the layer or pooling is reported before any work
       module.pooled_layer()
     except ValueError as e:
-      raise cli.UserError(str(e)) from e
+      raise errors.UserError(str(e)) from e
 
   def loss_fn(self, params, batch: Batch, dropout_rng=None):
     # A user error (one line from the local runner), not a missing feature.
-    raise cli.UserError(
+    raise errors.UserError(
         "RemBertRetrievalModel has no training loss: XTREME's retrieval tasks "
         "(BUCC, Tatoeba) embed sentences with the encoder as it is. Evaluate "
         "it with `t5x.eval` (gin_configs/runs/eval_tatoeba.gin, "

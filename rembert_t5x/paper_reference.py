@@ -14,7 +14,7 @@ from typing import Any, List, Mapping, Optional
 
 import numpy as np
 
-from rembert_t5x import cli
+from rembert_t5x import errors
 
 # RemBERT's XTREME numbers from the paper (Table 16), shipped as package data.
 PAPER_RESULTS = pathlib.Path(__file__).parent / "paper_results" / (
@@ -91,7 +91,7 @@ def table16_lines(table: Mapping[str, Any],
 
 def _number(value, where: str) -> float:
   if isinstance(value, bool) or not isinstance(value, (int, float)):
-    raise cli.UserError(f"{where}: expected a number, got {value!r}")
+    raise errors.UserError(f"{where}: expected a number, got {value!r}")
   return float(value)
 
 
@@ -106,20 +106,20 @@ def read_paper_results(path: str) -> PaperResults:
   try:
     data = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
   except (OSError, ValueError) as e:
-    raise cli.UserError(f"{path}: cannot read a JSON object ({e})") from e
+    raise errors.UserError(f"{path}: cannot read a JSON object ({e})") from e
   if not isinstance(data, dict):
-    raise cli.UserError(f"{path}: expected an object of family -> number")
+    raise errors.UserError(f"{path}: expected an object of family -> number")
   if "families" not in data:
     return PaperResults({str(k): _number(v, f"{path}: field {k!r}")
                          for k, v in data.items()})
   scores, em_f1 = {}, {}
   families = data["families"]
   if not isinstance(families, dict):
-    raise cli.UserError(f"{path}: field 'families' must be an object")
+    raise errors.UserError(f"{path}: field 'families' must be an object")
   for family, entry in families.items():
     where = f"{path}: field 'families.{family}'"
     if not isinstance(entry, dict):
-      raise cli.UserError(f"{where}: expected an object")
+      raise errors.UserError(f"{where}: expected an object")
     if "score" in entry:
       scores[family] = _number(entry["score"], f"{where}.score")
     elif "exact_match" in entry and "f1" in entry:
@@ -128,7 +128,7 @@ def read_paper_results(path: str) -> PaperResults:
       em_f1[family] = (em, f1)
       scores[family] = (em + f1) / 2
     else:
-      raise cli.UserError(f"{where}: needs 'score', or 'exact_match' and "
+      raise errors.UserError(f"{where}: needs 'score', or 'exact_match' and "
                           "'f1'")
   if "average" in data:
     scores["average"] = _number(data["average"], f"{path}: field 'average'")

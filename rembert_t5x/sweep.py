@@ -61,13 +61,13 @@ import math
 import os
 import pathlib
 import shlex
-import sys
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
 from rembert_t5x import cli
+from rembert_t5x import errors
 from rembert_t5x import paper_reference
 from rembert_t5x import protocol
 
@@ -235,7 +235,7 @@ def experiment_tasks(name: str) -> Dict[str, TaskSpec]:
   if name == "demo":
     return demo_tasks()
   if name not in EXPERIMENTS:
-    raise cli.UserError(f"unknown experiment {name!r}: expected one of "
+    raise errors.UserError(f"unknown experiment {name!r}: expected one of "
                         f"{sorted(EXPERIMENTS) + ['demo']}")
   return dict(EXPERIMENTS[name])
 
@@ -590,7 +590,7 @@ def run_local(workdir: str, points: Sequence[GridPoint], config,
 def _gin_str(key: str, value: str) -> str:
   """`--gin.KEY="'value'"`: a gin string binding, quoted for a POSIX shell."""
   if any(c in value for c in "'\"$`\\"):
-    raise cli.UserError(f"{key}: {value!r} contains a quote, '$', '`' or "
+    raise errors.UserError(f"{key}: {value!r} contains a quote, '$', '`' or "
                         "backslash; choose a plainer path")
   return f"--gin.{key}=\"'{value}'\""
 
@@ -697,11 +697,8 @@ def main(argv=None) -> None:
                       "rembert_t5x/paper_results/rembert_xtreme.json; "
                       "'none' shows none)")
   args = parser.parse_args(argv)
-  try:
+  with cli.user_errors():
     _main(args)
-  except cli.UserError as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
 
 
 def _paper(args) -> Optional[paper_reference.PaperResults]:
@@ -727,7 +724,7 @@ def _local_config(args, model_gin: Optional[str]):
   try:
     return configs.config_from_gin(model_gin), model_gin
   except configs.GinConfigError as e:
-    raise cli.UserError(str(e)) from e
+    raise errors.UserError(str(e)) from e
 
 
 def _main(args) -> None:
@@ -736,27 +733,27 @@ def _main(args) -> None:
   if args.tasks:
     unknown = set(args.tasks.split(",")) - set(tasks)
     if unknown:
-      raise cli.UserError(f"experiment {args.experiment} has no task "
+      raise errors.UserError(f"experiment {args.experiment} has no task "
                           f"{sorted(unknown)}; tasks: {sorted(tasks)}")
     tasks = {n: tasks[n] for n in args.tasks.split(",")}
   overrides = {k: v for k, v in (("train_steps", args.train_steps),
                                  ("batch_size", args.batch_size)) if v}
   tasks = {n: dataclasses.replace(t, **overrides) for n, t in tasks.items()}
   if not args.pretrained:
-    raise cli.UserError("--pretrained is required (a pre-training MODEL_DIR, "
+    raise errors.UserError("--pretrained is required (a pre-training MODEL_DIR, "
                         "or a T5X checkpoint path with --runner=t5x)")
   if args.xtreme_dir:
     if args.experiment == "demo":
-      raise cli.UserError("--xtreme_dir applies to the paper's grids "
+      raise errors.UserError("--xtreme_dir applies to the paper's grids "
                           "(table10, table15), not to the demo tasks")
     from rembert_t5x import xtreme_local  # pylint: disable=g-import-not-at-top
     languages = args.languages.split(",") if args.languages else None
     if languages and args.runner == "t5x":
-      raise cli.UserError("--languages applies to the local runner (the T5X "
+      raise errors.UserError("--languages applies to the local runner (the T5X "
                           "run files evaluate every language of a family)")
     tasks = xtreme_local.prepare(args.xtreme_dir, tasks, languages)
   elif args.languages:
-    raise cli.UserError("--languages needs --xtreme_dir")
+    raise errors.UserError("--languages needs --xtreme_dir")
   points = expand_grid(tasks, _floats(args.learning_rates),
                        [int(s) for s in args.seeds.split(",")])
   model_gin = args.model_gin or (

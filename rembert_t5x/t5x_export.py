@@ -22,7 +22,7 @@ zero moments. (T5X's Adafactor is not offered: it needs factorisation rules
 for RemBERT's extra axis names, which no run file defines.)
 
 T5X is not on PyPI; it is imported only inside the functions here, and a
-missing T5X is a `cli.UserError` saying how to install it.
+missing T5X is a `errors.UserError` saying how to install it.
 """
 
 import dataclasses
@@ -32,12 +32,12 @@ import numpy as np
 
 from rembert_t5x import checkpoint_conversion as cc
 from rembert_t5x import checkpoint_io
-from rembert_t5x import cli
+from rembert_t5x import errors
 from rembert_t5x import layer_stacking
 from rembert_t5x import network
 from rembert_t5x import partitioning
 
-UserError = cli.UserError
+UserError = errors.UserError
 
 OPTIMIZERS = ("adamw",)
 T5X_MISSING = ("the t5x-native export needs T5X, which is not on PyPI: "

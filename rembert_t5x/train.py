@@ -55,6 +55,7 @@ import tqdm
 
 from rembert_t5x import checkpoint_io
 from rembert_t5x import cli
+from rembert_t5x import errors
 from rembert_t5x import configs
 from rembert_t5x import io_utils
 from rembert_t5x import models
@@ -65,7 +66,7 @@ from rembert_t5x import vocabulary as vocab_lib
 def check_model_dir(model_dir: str) -> pathlib.Path:
   """Creates MODEL_DIR if needed and checks it is writable."""
   if not model_dir or model_dir is gin.REQUIRED:
-    raise cli.UserError("MODEL_DIR is not set (e.g. --gin.MODEL_DIR=\"'/tmp/m'\")")
+    raise errors.UserError("MODEL_DIR is not set (e.g. --gin.MODEL_DIR=\"'/tmp/m'\")")
   path = pathlib.Path(model_dir)
   try:
     path.mkdir(parents=True, exist_ok=True)
@@ -73,7 +74,7 @@ def check_model_dir(model_dir: str) -> pathlib.Path:
     probe.write_text("ok")
     probe.unlink()
   except OSError as e:
-    raise cli.UserError(f"MODEL_DIR {model_dir} is not writable: "
+    raise errors.UserError(f"MODEL_DIR {model_dir} is not writable: "
                         f"{e.strerror or e}") from e
   return path
 
@@ -85,7 +86,7 @@ def import_task_module(module: Optional[str]) -> None:
   try:
     importlib.import_module(module)
   except ImportError as e:
-    raise cli.UserError(f"MIXTURE_OR_TASK_MODULE {module!r} cannot be "
+    raise errors.UserError(f"MIXTURE_OR_TASK_MODULE {module!r} cannot be "
                         f"imported: {_first_line(e)}") from e
 
 
@@ -96,7 +97,7 @@ def get_task_or_mixture(name: str):
     known = sorted(seqio.MixtureRegistry.names()) + sorted(
         seqio.TaskRegistry.names())
     close = [n for n in known if name.split("_")[0] in n][:8]
-    raise cli.UserError(
+    raise errors.UserError(
         f"unknown task or mixture {name!r} (is its module imported? e.g. "
         f"MIXTURE_OR_TASK_MODULE = 'rembert_tasks'); registered: "
         f"{close or known[:8]} ...") from e
@@ -121,7 +122,7 @@ def make_dataset(model, task_name: str, task_feature_lengths, batch_size: int,
         use_cached=False, shard_info=None)
     ds = converter(ds, dict(task_feature_lengths))
   except (ValueError, KeyError, OSError, tf.errors.OpError) as e:
-    raise cli.UserError(f"task {task_name}, split {split}: "
+    raise errors.UserError(f"task {task_name}, split {split}: "
                         f"{_first_line(e)}") from e
   ds = ds.batch(batch_size, drop_remainder=True)
   if skip_batches:
@@ -142,10 +143,10 @@ def next_batch(data, task_name: str, step: int):
   try:
     return next(data)
   except StopIteration as e:
-    raise cli.UserError(f"task {task_name} ran out of data at step "
+    raise errors.UserError(f"task {task_name} ran out of data at step "
                         f"{step + 1}") from e
   except (ValueError, tf.errors.OpError) as e:
-    raise cli.UserError(f"task {task_name}, reading the batch of step "
+    raise errors.UserError(f"task {task_name}, reading the batch of step "
                         f"{step + 1}: {_first_line(e)}") from e
 
 
@@ -165,10 +166,10 @@ def check_task_vocabulary(model, task_name: str) -> None:
     try:
       size = feature.vocabulary.vocab_size
     except (ValueError, OSError) as e:
-      raise cli.UserError(f"task {sub.name}: cannot load its vocabulary: "
+      raise errors.UserError(f"task {sub.name}: cannot load its vocabulary: "
                           f"{_first_line(e)}") from e
     if size > vocab_size:
-      raise cli.UserError(
+      raise errors.UserError(
           f"task {sub.name}: its vocabulary has {size} ids but the model's "
           f"VOCAB_SIZE is {vocab_size}; set VOCAB_SIZE >= {size}")
 
@@ -192,7 +193,7 @@ def save_task_vocabulary(model_dir: pathlib.Path, task_name: str) -> None:
     try:
       vocab_lib.save_vocabulary(files.pop(), str(model_dir))
     except ValueError as e:
-      raise cli.UserError(f"MODEL_DIR {model_dir}: {e}") from e
+      raise errors.UserError(f"MODEL_DIR {model_dir}: {e}") from e
 
 
 def check_batch(model, batch, task_name: str, step: int) -> None:
@@ -201,14 +202,14 @@ def check_batch(model, batch, task_name: str, step: int) -> None:
   vocab_size = model.config.vocab_size
   tokens = batch["input_tokens"]
   if tokens.size and (tokens.min() < 0 or tokens.max() >= vocab_size):
-    raise cli.UserError(
+    raise errors.UserError(
         f"{where}: field 'input_tokens' has id {int(tokens.max())} outside "
         f"the model's vocabulary [0, {vocab_size})")
   num_classes = getattr(model.module, "num_classes", None)
   if "label" in batch and num_classes:
     label = batch["label"]
     if label.min() < 0 or label.max() >= num_classes:
-      raise cli.UserError(
+      raise errors.UserError(
           f"{where}: field 'label' has value {int(label.max())} outside "
           f"[0, {num_classes}) (the model has {num_classes} classes)")
   if "targets" in batch and "weights" in batch:
@@ -216,14 +217,14 @@ def check_batch(model, batch, task_name: str, step: int) -> None:
     what = "tags" if num_classes else "vocabulary ids"
     used = batch["targets"][batch["weights"] != 0]
     if used.size and (used.min() < 0 or used.max() >= bound):
-      raise cli.UserError(
+      raise errors.UserError(
           f"{where}: field 'targets' has value {int(used.max())} outside "
           f"[0, {bound}) ({bound} {what})")
   for key in ("start_positions", "end_positions"):
     if key in batch:
       pos = batch[key]
       if pos.min() < 0 or pos.max() >= tokens.shape[-1]:
-        raise cli.UserError(
+        raise errors.UserError(
             f"{where}: field '{key}' has value {int(pos.max())} outside "
             f"the sequence [0, {tokens.shape[-1]})")
 
@@ -287,13 +288,13 @@ def _check_checkpoint_matches(step_dir: pathlib.Path, params):
   expected = _shapes(params)
   for name in sorted(set(saved) | set(expected)):
     if name not in saved:
-      raise cli.UserError(f"checkpoint {step_dir} has no parameter {name}: "
+      raise errors.UserError(f"checkpoint {step_dir} has no parameter {name}: "
                           "it is of another architecture")
     if name not in expected:
-      raise cli.UserError(f"checkpoint {step_dir} has parameter {name} that "
+      raise errors.UserError(f"checkpoint {step_dir} has parameter {name} that "
                           "this model lacks: it is of another architecture")
     if saved[name] != expected[name]:
-      raise cli.UserError(
+      raise errors.UserError(
           f"checkpoint {step_dir}: parameter {name} has shape {saved[name]}, "
           f"this model expects {expected[name]} (another architecture?)")
 
@@ -319,10 +320,10 @@ def checkpoint_dirs(path: str) -> list[tuple[int, pathlib.Path]]:
   if (root / "checkpoints").is_dir():
     root = root / "checkpoints"
   if not root.is_dir():
-    raise cli.UserError(f"checkpoint {path}: no such directory")
+    raise errors.UserError(f"checkpoint {path}: no such directory")
   steps = _complete_steps(root)
   if not steps:
-    raise cli.UserError(f"checkpoint {path}: no checkpoint found in {root}")
+    raise errors.UserError(f"checkpoint {path}: no checkpoint found in {root}")
   return steps
 
 
@@ -334,10 +335,10 @@ def latest_checkpoint_dir(path: str) -> pathlib.Path:
   if (root / "default").is_dir():  # already a step directory
     return root
   if not root.is_dir():
-    raise cli.UserError(f"checkpoint {path}: no such directory")
+    raise errors.UserError(f"checkpoint {path}: no such directory")
   steps = _complete_steps(root)
   if not steps:
-    raise cli.UserError(f"checkpoint {path}: no checkpoint found in {root}")
+    raise errors.UserError(f"checkpoint {path}: no checkpoint found in {root}")
   return steps[-1][1]
 
 
@@ -348,7 +349,7 @@ def _crash_hook() -> tuple[Optional[str], int]:
     return None, -1
   kind, _, step = value.partition(":")
   if kind not in ("step", "save") or not step.isdigit():
-    raise cli.UserError(f"REMBERT_T5X_CRASH_AT={value!r}: expected step:N "
+    raise errors.UserError(f"REMBERT_T5X_CRASH_AT={value!r}: expected step:N "
                         "or save:N")
   return kind, int(step)
 
@@ -385,7 +386,7 @@ def load_params(checkpoint: str) -> dict:
   step_dir = latest_checkpoint_dir(checkpoint)
   tree = _checkpoint_tree_metadata(step_dir)
   if "params" not in tree:
-    raise cli.UserError(f"checkpoint {step_dir} has no 'params'")
+    raise errors.UserError(f"checkpoint {step_dir} has no 'params'")
   restore_args = jax.tree_util.tree_map(
       lambda _: ocp.RestoreArgs(restore_type=np.ndarray), tree)
   restored = ocp.PyTreeCheckpointer().restore(
@@ -454,9 +455,9 @@ def train(
     The last logged metrics.
   """
   if nonfinite not in ("stop", "skip"):
-    raise cli.UserError(f"train.nonfinite must be 'stop' or 'skip', got {nonfinite!r}")
+    raise errors.UserError(f"train.nonfinite must be 'stop' or 'skip', got {nonfinite!r}")
   if batch_size % grad_accum_steps:
-    raise cli.UserError(f"batch_size {batch_size} is not divisible by "
+    raise errors.UserError(f"batch_size {batch_size} is not divisible by "
                         f"grad_accum_steps {grad_accum_steps}")
   crash_kind, crash_step = _crash_hook()
   out_dir = check_model_dir(model_dir)
@@ -470,7 +471,7 @@ def train(
   rules = train_lib.default_rules()
   mesh = train_lib.make_mesh(mesh_shape)
   if batch_size // grad_accum_steps % mesh.shape["data"]:
-    raise cli.UserError(f"micro batch {batch_size // grad_accum_steps} is not "
+    raise errors.UserError(f"micro batch {batch_size // grad_accum_steps} is not "
                         f"divisible by the data axis {mesh.shape['data']}")
   length = task_feature_lengths["input_tokens"]
   input_shapes = {k: (batch_size // grad_accum_steps, length) for k in
@@ -488,7 +489,7 @@ def train(
         return models.finetuning_params_from_pretraining(
             pretrained, fresh, model.config.num_layers)
       except ValueError as e:
-        raise cli.UserError(f"init checkpoint {init_checkpoint}: {e}") from e
+        raise errors.UserError(f"init checkpoint {init_checkpoint}: {e}") from e
 
   rng = jax.random.PRNGKey(seed)
   state, shardings = train_lib.init_train_state(
@@ -536,7 +537,7 @@ def train(
       # The new state is never saved: the last checkpoint stays the
       # newest, and a restart resumes from it.
       good = _complete_steps(out_dir / "checkpoints")
-      raise cli.UserError(
+      raise errors.UserError(
           f"non-finite loss or gradient at step {done} (loss="
           f"{float(metrics['loss'])}, grad_norm="
           f"{float(metrics['grad_norm'])}); stopped, the last good "
@@ -595,9 +596,9 @@ def main(args: cli.GinArgs) -> None:
   try:
     model_dir = gin.query_parameter("MODEL_DIR/macro.value")
   except ValueError as e:
-    raise cli.UserError("the run file defines no MODEL_DIR macro") from e
+    raise errors.UserError("the run file defines no MODEL_DIR macro") from e
   if isinstance(model_dir, gin.config.ConfigurableReference):
-    raise cli.UserError("MODEL_DIR is not set (e.g. --gin.MODEL_DIR=\"'/tmp/m'\")")
+    raise errors.UserError("MODEL_DIR is not set (e.g. --gin.MODEL_DIR=\"'/tmp/m'\")")
   metrics = train(model_dir)
   print(json.dumps({"model_dir": model_dir, **metrics}))
 

@@ -24,7 +24,7 @@ import dataclasses
 import os
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from rembert_t5x import cli
+from rembert_t5x import errors
 
 TFDS_PREFIX = "rembert_"
 LOCAL_PREFIX = "rembert_local_"
@@ -143,7 +143,7 @@ def check_files(xtreme_dir: str, specs: Sequence,
   A file given in two layouts (TyDi) may be present in either.
   """
   if not os.path.isdir(xtreme_dir):
-    raise cli.UserError(f"--xtreme_dir {xtreme_dir}: no such directory (an "
+    raise errors.UserError(f"--xtreme_dir {xtreme_dir}: no such directory (an "
                         "XTREME download folder: xnli/, pawsx/, panx/, "
                         "udpos/, squad/, xquad/, mlqa/, tydiqa/)")
   for spec in specs:
@@ -156,7 +156,7 @@ def check_files(xtreme_dir: str, specs: Sequence,
              else "")
       more = (f"; {len(missing) - 1} more of this grid's files are missing"
               if len(missing) > 1 else "")
-      raise cli.UserError(
+      raise errors.UserError(
           f"--xtreme_dir: {os.path.join(xtreme_dir, candidates[0])}: no such "
           f"file{alt}: the {spec.name} grid needs it for the {what}, in "
           f"XTREME's download layout{more}")
@@ -194,7 +194,7 @@ def register(xtreme_dir: str, specs: Sequence,
   for spec in specs:
     fn = registrars.get(spec.name)
     if fn is None:
-      raise cli.UserError(f"grid {spec.name!r} has no local XTREME files "
+      raise errors.UserError(f"grid {spec.name!r} has no local XTREME files "
                           f"(local grids: {sorted(registrars)})")
     if fn not in done:
       names += fn(xtreme_dir, **kwargs.get(spec.name, {}))

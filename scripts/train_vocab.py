@@ -7,11 +7,11 @@ One file (or folder) per language; the language code comes from the name
 (see rembert_t5x/text_sources.py). Prints the path of the written model.
 """
 
-import sys
 
 from absl import app
 from absl import flags
 
+from rembert_t5x import cli
 from rembert_t5x import text_sources
 from rembert_t5x import vocabulary
 
@@ -37,7 +37,8 @@ flags.mark_flag_as_required("model_prefix")
 
 def main(argv):
   del argv
-  try:
+  # Bad input (ValueError, OSError): one line, no traceback.
+  with cli.user_errors(ValueError, OSError):
     files_by_lang = text_sources.find_language_files(
         input_dir=_INPUT_DIR.value, input_glob=_INPUT_GLOB.value)
     path = vocabulary.train_sentencepiece(
@@ -49,9 +50,6 @@ def main(argv):
         seed=_SEED.value,
         character_coverage=_CHARACTER_COVERAGE.value,
         num_threads=_NUM_THREADS.value)
-  except (ValueError, OSError) as e:  # bad input: one line, no traceback
-    print(f"error: {str(e).strip().splitlines()[0]}", file=sys.stderr)
-    sys.exit(2)
   print(path)
 
 

@@ -68,7 +68,7 @@ def main(argv=None) -> None:
     print(f"error: --data_dir {args.data_dir}: no such directory (needed to "
           "build the tiny model or folder)", file=sys.stderr)
     sys.exit(2)
-  try:
+  with cli.user_errors(ValueError):
     xtreme_road.run_road(
         args.workdir, args.data_dir, hf_dir=args.hf_dir,
         xtreme_dir=args.xtreme_dir, grids=args.tasks.split(","),
@@ -76,9 +76,6 @@ def main(argv=None) -> None:
         batch_size=args.batch_size, examples=args.examples,
         qa_paragraphs=args.qa_paragraphs,
         languages=args.languages.split(",") if args.languages else None)
-  except (cli.UserError, ValueError) as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
 
 
 if __name__ == "__main__":
