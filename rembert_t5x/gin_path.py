@@ -46,7 +46,7 @@ def search_root() -> pathlib.Path:
 
 
 def main() -> None:
-  from rembert_t5x import cli  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.runner import cli  # pylint: disable=g-import-not-at-top
   with cli.user_errors(FileNotFoundError):
     print(search_root())
 

@@ -17,7 +17,7 @@ task's `targets` vocabulary, a pass-through one for ids):
   * pair classification: `[batch, 1]` class ids.
   * token tagging: `[batch, length]` tag ids per sub-token.
   * extractive QA: `[batch, 2, length]` start (row 0) and end (row 1)
-    logits per window; `rembert_t5x.qa` post-processing does the n-best
+    logits per window; `rembert_t5x.data.qa` post-processing does the n-best
     search over windows and maps spans back to the context. The aux output
     carries the best in-window span and its score.
   * retrieval: `[batch, emb_dim]` float32 sentence embeddings (a pooled
@@ -370,7 +370,7 @@ class RemBertRetrievalModel(RemBertBaseModel):
         "RemBertRetrievalModel has no training loss: XTREME's retrieval tasks "
         "(BUCC, Tatoeba) embed sentences with the encoder as it is. Evaluate "
         "it with `t5x.eval` (gin_configs/runs/eval_tatoeba.gin, "
-        "eval_bucc.gin) or `python -m rembert_t5x.eval`; train with another "
+        "eval_bucc.gin) or `python -m rembert_t5x.runner.eval`; train with another "
         "model class.")
 
   def row_loss_weights(self, batch: Batch) -> Array:

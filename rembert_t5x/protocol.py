@@ -211,7 +211,7 @@ def main(argv=None) -> None:
   args = parser.parse_args(argv)
   # The handler lives with the runner's command line; protocol is core, so
   # import it only when run as a command.
-  from rembert_t5x import cli  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.runner import cli  # pylint: disable=g-import-not-at-top
   with cli.user_errors():
     if args.command == "steps":
       print(train_steps(args.task, args.batch_size, args.epochs, args.split,

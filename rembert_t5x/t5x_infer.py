@@ -60,12 +60,12 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from rembert_t5x import qa
+from rembert_t5x.data import qa
 # The local runner's vocabulary check. Imported with this module (when gin
 # parses a run file): it registers a gin configurable, which gin refuses
 # once t5x.infer has locked the config.
-from rembert_t5x import train
-from rembert_t5x import xtreme_preprocessors as xp
+from rembert_t5x.data import xtreme_preprocessors as xp
+from rembert_t5x.runner import train
 
 _PREDICT_MODES = ("predict", "predict_with_aux")
 _DIGITS = 4  # rounding of the probabilities and scores written

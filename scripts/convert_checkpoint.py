@@ -28,8 +28,8 @@ Bad input ends with one `error: ...` line and exit code 2.
 
 import argparse
 
-from rembert_t5x import checkpoint_io
-from rembert_t5x import cli
+from rembert_t5x.convert import checkpoint_io
+from rembert_t5x.runner import cli
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -82,7 +82,7 @@ def main(argv=None) -> None:
           args.checkpoint_dir, args.output_dir, gin_file=args.gin_file,
           hf_vocab_size=args.hf_vocab_size, overwrite=args.overwrite)
     elif args.command == "t5x-native":
-      from rembert_t5x import t5x_export  # pylint: disable=g-import-not-at-top
+      from rembert_t5x.convert import t5x_export  # pylint: disable=g-import-not-at-top
       summary = t5x_export.t5x_native(
           args.checkpoint_dir, args.output_dir, gin_file=args.gin_file,
           optimizer=args.optimizer, overwrite=args.overwrite)

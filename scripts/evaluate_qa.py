@@ -17,8 +17,8 @@ import sys
 from absl import app
 from absl import flags
 
-from rembert_t5x import cli
 from rembert_t5x import metrics
+from rembert_t5x.runner import cli
 
 _DATASET_FILE = flags.DEFINE_string(
     "dataset_file", None, "SQuAD-format JSON with gold answers.",

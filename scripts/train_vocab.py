@@ -4,16 +4,16 @@ r"""Trains a RemBERT SentencePiece unigram vocabulary on multilingual text.
       --alpha=0.5 --model_prefix=/tmp/rembert_spm
 
 One file (or folder) per language; the language code comes from the name
-(see rembert_t5x/text_sources.py). Prints the path of the written model.
+(see rembert_t5x/data/text_sources.py). Prints the path of the written model.
 """
 
 
 from absl import app
 from absl import flags
 
-from rembert_t5x import cli
-from rembert_t5x import text_sources
-from rembert_t5x import vocabulary
+from rembert_t5x.data import text_sources
+from rembert_t5x.data import vocabulary
+from rembert_t5x.runner import cli
 
 _INPUT_DIR = flags.DEFINE_string(
     "input_dir", None, "Directory with one text file or folder per language.")

@@ -11,7 +11,7 @@ r"""From the released RemBERT to Table 16, in one command (README section
       --xtreme_dir=xtreme/download --train_steps=0 --seeds=0,1,2
 
 Steps: (1) the Hugging Face directory (--hf_dir, or a tiny one built here),
-(2) `convert_checkpoint.py hf-to-t5x`, (3) `python -m rembert_t5x.sweep
+(2) `convert_checkpoint.py hf-to-t5x`, (3) `python -m rembert_t5x.experiments.sweep
 --experiment=table15 --xtreme_dir=...` (fine-tune on English, select on
 English dev, evaluate every language), (4) the Table-16-style table with the
 paper's numbers, printed and written to WORKDIR/sweep/sweep.md. Each step
@@ -33,8 +33,8 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from rembert_t5x import cli  # pylint: disable=g-import-not-at-top,wrong-import-position
-from rembert_t5x import xtreme_road  # pylint: disable=g-import-not-at-top,wrong-import-position
+from rembert_t5x.runner import cli  # pylint: disable=g-import-not-at-top,wrong-import-position
+from rembert_t5x.experiments import xtreme_road  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def main(argv=None) -> None:

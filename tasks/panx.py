@@ -29,8 +29,8 @@ from typing import List, Optional, Sequence
 import seqio
 
 from rembert_t5x import metrics
-from rembert_t5x import xtreme_preprocessors as xp
-from rembert_t5x import xtreme_readers
+from rembert_t5x.data import xtreme_preprocessors as xp
+from rembert_t5x.data import xtreme_readers
 
 PANX_LANGUAGES = (
     "af", "ar", "bg", "bn", "de", "el", "en", "es", "et", "eu", "fa", "fi",

@@ -22,8 +22,8 @@ from typing import List, Optional, Sequence
 import seqio
 
 from rembert_t5x import metrics
-from rembert_t5x import xtreme_preprocessors as xp
-from rembert_t5x import xtreme_readers
+from rembert_t5x.data import xtreme_preprocessors as xp
+from rembert_t5x.data import xtreme_readers
 
 PAWSX_LANGUAGES = ("de", "en", "es", "fr", "ja", "ko", "zh")
 LABELS = xtreme_readers.PAWSX_LABELS

@@ -30,9 +30,9 @@ blank is an error naming the file (`qa.check_gold_answers`), never a silent
 score of 0.
 
 Each dataset element is one window of a question's context
-(`rembert_t5x.qa.qa_windows_preprocessor`). The model predicts, per window,
+(`rembert_t5x.data.qa.qa_windows_preprocessor`). The model predicts, per window,
 start and end logits `[2, length]`; the postprocessor
-(`rembert_t5x.qa.postprocess_window`) picks the window's best span from the
+(`rembert_t5x.data.qa.postprocess_window`) picks the window's best span from the
 n-best start/end candidates and maps it to context characters, and the
 metric keeps each question's best window. Metrics: SQuAD v1.1 EM/F1 for
 SQuAD, XQuAD and TyDiQA; MLQA EM/F1 with the answer language's rules for
@@ -47,8 +47,8 @@ import seqio
 import tensorflow as tf
 
 from rembert_t5x import metrics
-from rembert_t5x import qa
-from rembert_t5x import xtreme_preprocessors as xp
+from rembert_t5x.data import qa
+from rembert_t5x.data import xtreme_preprocessors as xp
 
 XQUAD_LANGUAGES = ("ar", "de", "el", "en", "es", "hi", "ru", "th", "tr", "vi",
                    "zh")

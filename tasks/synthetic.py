@@ -3,7 +3,7 @@
 A corpus in several made-up languages that share one latent grammar, a
 SentencePiece vocabulary trained on it, and three fine-tuning tasks in the
 XTREME file formats (pair classification, entity tagging, extractive QA) with
-training data in one language only (`rembert_t5x.synthetic`). Everything is
+training data in one language only (`rembert_t5x.data.synthetic`). Everything is
 generated locally in seconds, so pre-training, fine-tuning and zero-shot
 evaluation run with no download.
 
@@ -19,7 +19,7 @@ to train the vocabulary, later ones reuse it) and registers:
   rembert_synthetic_{pair,tag,qa}_zeroshot  the above, as a mixture
 
 Every metric comes with its evaluation-set standard error (`<metric>_se`,
-a bootstrap over examples, sentences or questions; `rembert_t5x.uncertainty`).
+a bootstrap over examples, sentences or questions; `rembert_t5x.experiments.uncertainty`).
 
 `prepare` and `register_synthetic` let the demo and tests use their own
 directory and name prefix.
@@ -34,12 +34,12 @@ import shutil
 import tempfile
 from typing import Any, Dict, Optional
 
-from rembert_t5x import qa
-from rembert_t5x import synthetic
-from rembert_t5x import uncertainty
-from rembert_t5x import vocabulary as vocabulary_lib
-from rembert_t5x import xtreme_preprocessors as xp
-from rembert_t5x import xtreme_readers
+from rembert_t5x.data import qa
+from rembert_t5x.data import synthetic
+from rembert_t5x.data import vocabulary as vocabulary_lib
+from rembert_t5x.data import xtreme_preprocessors as xp
+from rembert_t5x.data import xtreme_readers
+from rembert_t5x.experiments import uncertainty
 from rembert_tasks import pretraining
 
 DATA_DIR_ENV = "REMBERT_SYNTHETIC_DIR"

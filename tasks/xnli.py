@@ -21,8 +21,8 @@ from typing import List, Optional, Sequence
 import seqio
 
 from rembert_t5x import metrics
-from rembert_t5x import xtreme_preprocessors as xp
-from rembert_t5x import xtreme_readers
+from rembert_t5x.data import xtreme_preprocessors as xp
+from rembert_t5x.data import xtreme_readers
 
 XNLI_LANGUAGES = ("ar", "bg", "de", "el", "en", "es", "fr", "hi", "ru", "sw",
                   "th", "tr", "ur", "vi", "zh")

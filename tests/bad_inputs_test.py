@@ -19,18 +19,18 @@ import pytest
 import sentencepiece as spm
 import seqio
 
-from rembert_t5x import cli
 from rembert_t5x import configs
-from rembert_t5x import eval as eval_lib
-from rembert_t5x import io_utils
 from rembert_t5x import metrics
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x import qa
-from rembert_t5x import text_sources
-from rembert_t5x import train
-from rembert_t5x import vocabulary
-from rembert_t5x import xtreme_readers
+from rembert_t5x.data import qa
+from rembert_t5x.data import text_sources
+from rembert_t5x.data import vocabulary
+from rembert_t5x.data import xtreme_readers
+from rembert_t5x.runner import cli
+from rembert_t5x.runner import eval as eval_lib
+from rembert_t5x.runner import io_utils
+from rembert_t5x.runner import train
 from rembert_tasks import panx
 from rembert_tasks import pretraining
 from rembert_tasks import udpos
@@ -43,7 +43,7 @@ RUN_GIN = """\
 from __gin__ import dynamic_registration
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x import train
+from rembert_t5x.runner import train
 include 'gin_configs/models/tiny.gin'
 VOCAB_SIZE = 97
 MODEL_DIR = %gin.REQUIRED
@@ -111,7 +111,7 @@ def _tiny_mlm():
 
 
 # ----------------------------------------------------------------------------
-# The local runner (python -m rembert_t5x.train), in-process.
+# The local runner (python -m rembert_t5x.runner.train), in-process.
 # ----------------------------------------------------------------------------
 
 
@@ -341,7 +341,7 @@ def test_qa_position_beyond_the_sequence():
 def test_qa_feature_length_shorter_than_the_task_windows(spm_model, tmp_path):
   """TASK_FEATURE_LENGTHS below the QA task's window length is refused."""
   import functools  # pylint: disable=g-import-not-at-top
-  from rembert_t5x import xtreme_preprocessors as xp  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.data import xtreme_preprocessors as xp  # pylint: disable=g-import-not-at-top
   from rembert_tasks import qa as qa_tasks  # pylint: disable=g-import-not-at-top
   context = "the cat sat on a mat " * 6
   (tmp_path / "train.json").write_text(json.dumps({"data": [{"paragraphs": [{
@@ -684,7 +684,7 @@ def _tiny_hf_dir(path, vocab_size):
 
 def test_converter_vocabulary_larger_than_the_embedding(tmp_path, spm_model):
   hf_dir = _tiny_hf_dir(tmp_path / "hf", vocab_size=20)  # spm_model: 30
-  from rembert_t5x import checkpoint_io  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.convert import checkpoint_io  # pylint: disable=g-import-not-at-top
   with pytest.raises(cli.UserError, match=f"{spm_model}: 30 pieces, but .*hf "
                      "has 20 vocabulary rows"):
     checkpoint_io.hf_to_t5x(hf_dir, str(tmp_path / "out"), vocab=spm_model)
@@ -693,7 +693,7 @@ def test_converter_vocabulary_larger_than_the_embedding(tmp_path, spm_model):
 
 def test_converter_vocabulary_missing(tmp_path):
   hf_dir = _tiny_hf_dir(tmp_path / "hf", vocab_size=40)
-  from rembert_t5x import checkpoint_io  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.convert import checkpoint_io  # pylint: disable=g-import-not-at-top
   with pytest.raises(cli.UserError, match=r"--vocab: .*/nope\.model: no such "
                      "SentencePiece model file"):
     checkpoint_io.hf_to_t5x(hf_dir, str(tmp_path / "out"),
@@ -758,7 +758,7 @@ def _script(args, tmp_path):
 
 def test_cli_train_gin_syntax_error(run_gin, tmp_path):
   run_gin.write_text(RUN_GIN + "train.train.batch_size = = 3\n")
-  line = _script(["-m", "rembert_t5x.train", f"--gin_file={run_gin}",
+  line = _script(["-m", "rembert_t5x.runner.train", f"--gin_file={run_gin}",
                   f"--gin.MODEL_DIR='{tmp_path / 'm'}'"], tmp_path)
   assert f"gin file {run_gin}" in line and f"line {BAD_LINE}" in line
 

@@ -19,13 +19,13 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from rembert_t5x import checkpoint_conversion as cc  # pylint: disable=g-import-not-at-top
-from rembert_t5x import checkpoint_io
-from rembert_t5x import cli
+from rembert_t5x.convert import checkpoint_conversion as cc  # pylint: disable=g-import-not-at-top
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x import train
-from rembert_t5x import vocabulary
+from rembert_t5x.convert import checkpoint_io
+from rembert_t5x.data import vocabulary
+from rembert_t5x.runner import cli
+from rembert_t5x.runner import train
 from tests import checkpoint_conversion_test as table_test
 from tests import network_hf_parity_test as parity
 from tests import test_utils

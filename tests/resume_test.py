@@ -1,6 +1,6 @@
 """Reliability of the local runner: SIGKILL + restart, determinism, NaN guard.
 
-The end-to-end test kills real `python -m rembert_t5x.train` subprocesses
+The end-to-end test kills real `python -m rembert_t5x.runner.train` subprocesses
 (through the runner's REMBERT_T5X_CRASH_AT test hook: inside a checkpoint
 save, and between steps), restarts them with the same command and compares
 every logged loss with an uninterrupted run. The task is packed MLM over a
@@ -19,12 +19,12 @@ import jax
 import numpy as np
 import pytest
 
-from rembert_t5x import cli
 from rembert_t5x import configs
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x import train
-from rembert_t5x import vocabulary
+from rembert_t5x.data import vocabulary
+from rembert_t5x.runner import cli
+from rembert_t5x.runner import train
 from tests import test_utils
 
 # Minutes, not seconds: `-m 'not slow'` leaves it out of a quick loop
@@ -39,7 +39,7 @@ from __gin__ import dynamic_registration
 import resume_test_tasks
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x import train
+from rembert_t5x.runner import train
 include 'gin_configs/models/tiny.gin'
 VOCAB_SIZE = 64
 MODEL_DIR = %gin.REQUIRED
@@ -76,7 +76,7 @@ def setup(tmp_path_factory):
   spm = vocabulary.train_sentencepiece(files, str(tmp / "spm"), 45,
                                        character_coverage=1.0)
   (tmp / "resume_test_tasks.py").write_text(textwrap.dedent(f"""\
-      from rembert_t5x import vocabulary
+      from rembert_t5x.data import vocabulary
       from rembert_tasks import pretraining
       pretraining.register_local_text_mlm(
           "resume_test_mlm", files_by_lang={files!r},
@@ -100,7 +100,7 @@ def _run_subprocess(setup, model_dir, crash_at=None):
   if crash_at:
     env["REMBERT_T5X_CRASH_AT"] = crash_at
   return subprocess.run(
-      [sys.executable, "-m", "rembert_t5x.train",
+      [sys.executable, "-m", "rembert_t5x.runner.train",
        f"--gin_file={setup / 'run.gin'}", f"--gin.MODEL_DIR='{model_dir}'"],
       env=env, cwd=test_utils.REPO_ROOT, capture_output=True, text=True,
       timeout=300)

@@ -19,13 +19,13 @@ import pytest
 import seqio
 import tensorflow as tf
 
-from rembert_t5x import cli
 from rembert_t5x import models
-from rembert_t5x import qa
 from rembert_t5x import t5x_datasets
 from rembert_t5x import t5x_infer
-from rembert_t5x import xtreme_preprocessors as xp
-from rembert_t5x import xtreme_readers
+from rembert_t5x.data import qa
+from rembert_t5x.data import xtreme_preprocessors as xp
+from rembert_t5x.data import xtreme_readers
+from rembert_t5x.runner import cli
 from rembert_tasks import panx
 from rembert_tasks import pawsx
 from tests import test_utils

@@ -350,7 +350,7 @@ def test_finetune_steps_are_derived_from_the_dataset(monkeypatch, clean_gin):
   over a counted 50-example task at batch 8: 7 steps per epoch, 3 epochs."""
   import seqio  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from rembert_t5x import xtreme_preprocessors as xp  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.data import xtreme_preprocessors as xp  # pylint: disable=g-import-not-at-top
 
   def dataset_fn(split, shuffle_files, seed=None):
     del split, shuffle_files, seed
@@ -501,7 +501,7 @@ def test_vocabulary_hook_follows_the_checkpoint(monkeypatch, clean_gin,
   MODEL_DIR, where the t5x.eval run files find it from CHECKPOINT_PATH.
   """
   import seqio  # pylint: disable=g-import-not-at-top
-  from rembert_t5x import vocabulary  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.data import vocabulary  # pylint: disable=g-import-not-at-top
   import rembert_tasks  # pylint: disable=g-import-not-at-top,unused-import
   monkeypatch.delenv(vocabulary.SPM_PATH_ENV, raising=False)
   corpus = tmp_path / "en.txt"

@@ -1,12 +1,12 @@
-"""Tests for rembert_t5x.xtreme_preprocessors on hand-made fixtures."""
+"""Tests for rembert_t5x.data.xtreme_preprocessors on hand-made fixtures."""
 
 import numpy as np
 import pytest
 import seqio
 import tensorflow as tf
 
-from rembert_t5x import vocabulary
-from rembert_t5x import xtreme_preprocessors as xp
+from rembert_t5x.data import vocabulary
+from rembert_t5x.data import xtreme_preprocessors as xp
 
 CORPUS = """Angela Merkel spoke in Berlin yesterday .
 The cat sat on the mat and looked at the dog .

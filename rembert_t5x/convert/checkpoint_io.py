@@ -42,12 +42,12 @@ from typing import Any, Iterator, Optional
 from absl import logging
 import numpy as np
 
-from rembert_t5x import checkpoint_conversion as cc
 from rembert_t5x import errors
-from rembert_t5x import io_utils
 from rembert_t5x import layer_stacking
 from rembert_t5x import network
-from rembert_t5x import vocabulary
+from rembert_t5x.convert import checkpoint_conversion as cc
+from rembert_t5x.data import vocabulary
+from rembert_t5x.runner import io_utils
 
 UserError = errors.UserError
 
@@ -349,7 +349,7 @@ class OrbaxParams:
 
   def __init__(self, checkpoint_dir: str):
     import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
-    from rembert_t5x import train  # pylint: disable=g-import-not-at-top
+    from rembert_t5x.runner import train  # pylint: disable=g-import-not-at-top
     self._ocp = ocp
     self.step_dir = train.latest_checkpoint_dir(checkpoint_dir)
     self.model_dir = (self.step_dir.parent.parent

@@ -30,12 +30,12 @@ from typing import Any, Optional
 
 import numpy as np
 
-from rembert_t5x import checkpoint_conversion as cc
-from rembert_t5x import checkpoint_io
 from rembert_t5x import errors
 from rembert_t5x import layer_stacking
 from rembert_t5x import network
 from rembert_t5x import partitioning
+from rembert_t5x.convert import checkpoint_conversion as cc
+from rembert_t5x.convert import checkpoint_io
 
 UserError = errors.UserError
 
@@ -171,7 +171,7 @@ def t5x_native(checkpoint_dir: str, output_dir: str, *,
   # pylint: disable=g-import-not-at-top
   import jax
   from t5x import checkpoints
-  from rembert_t5x import train
+  from rembert_t5x.runner import train
   # pylint: enable=g-import-not-at-top
   source = checkpoint_io.OrbaxParams(checkpoint_dir)
   config = _config(source, gin_file)

@@ -17,7 +17,7 @@ from typing import Mapping, Optional
 import seqio
 import tensorflow as tf
 
-from rembert_t5x import vocabulary as vocab_lib
+from rembert_t5x.data import vocabulary as vocab_lib
 
 
 def _special_ids(caller: str,

@@ -43,7 +43,7 @@ import numpy as np
 import seqio
 import tensorflow as tf
 
-from rembert_t5x import vocabulary as vocab_lib
+from rembert_t5x.data import vocabulary as vocab_lib
 
 # SPEC §4 defaults (BERT / XTREME).
 MAX_SEQ_LENGTH = 384

@@ -51,7 +51,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from tensorflow_text.core.pybinds import pywrap_model_converter
 
-from rembert_t5x import text_sources
+from rembert_t5x.data import text_sources
 
 PAD_ID = 0  # seqio's padding id; every RemBERT vocabulary has [PAD] here.
 
@@ -116,7 +116,7 @@ def read_special_ids(tokenizer: spm.SentencePieceProcessor,
           f"{path}: SentencePiece model has no piece {piece!r}. RemBERT "
           f"vocabularies need the pieces {', '.join(SPECIAL_PIECES)} (at any "
           f"ids, {PAD_PIECE} at 0); train one with "
-          "rembert_t5x.vocabulary.train_sentencepiece.")
+          "rembert_t5x.data.vocabulary.train_sentencepiece.")
     ids[piece] = i
   if ids[PAD_PIECE] != PAD_ID:
     raise ValueError(
@@ -607,7 +607,7 @@ def save_vocabulary(model_file: str, directory: str) -> str:
     with tf.io.gfile.GFile(target, "wb") as f:
       f.write(data)
   else:
-    from rembert_t5x import io_utils  # pylint: disable=g-import-not-at-top
+    from rembert_t5x.runner import io_utils  # pylint: disable=g-import-not-at-top
     io_utils.atomic_write_bytes(target, data)
   return target
 

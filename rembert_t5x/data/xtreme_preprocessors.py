@@ -32,7 +32,7 @@ import seqio
 import tensorflow as tf
 
 from rembert_t5x import retrieval_metrics
-from rembert_t5x import vocabulary as vocab_lib
+from rembert_t5x.data import vocabulary as vocab_lib
 
 # Retrieval `targets[0]`: which side of a parallel corpus a sentence is on.
 SIDE_SOURCE = retrieval_metrics.SIDE_SOURCE   # the non-English sentence
@@ -45,7 +45,7 @@ class DefaultVocabulary(seqio.Vocabulary):
   Lets the default tasks register at import time without a SentencePiece
   model on disk (docs/DESIGN.md). Every method delegates to the real
   vocabulary, loaded the first time one is called. (A generic helper: it
-  could live in rembert_t5x/vocabulary.py.)
+  could live in rembert_t5x/data/vocabulary.py.)
   """
 
   def __init__(self):

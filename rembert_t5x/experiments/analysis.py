@@ -1,10 +1,10 @@
 r"""Paper §5 analyses of a pre-trained encoder: dropped layers and layer probes.
 
   # Figure 1: drop the last k layers, fine-tune what is kept.
-  python -m rembert_t5x.analysis --mode=drop_layers --pretrained=/tmp/m \
+  python -m rembert_t5x.experiments.analysis --mode=drop_layers --pretrained=/tmp/m \
     --workdir=/tmp/drop --task=tag --layers=1,2
   # Linear probes of frozen per-layer features (0 = embeddings).
-  python -m rembert_t5x.analysis --mode=probe --pretrained=/tmp/m \
+  python -m rembert_t5x.experiments.analysis --mode=probe --pretrained=/tmp/m \
     --workdir=/tmp/probe --task=tag
 
 Both read the synthetic demo tasks (`rembert_tasks.synthetic`) and a model
@@ -35,11 +35,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from rembert_t5x import cli
 from rembert_t5x import errors
 from rembert_t5x import layer_stacking
 from rembert_t5x import network
-from rembert_t5x import sweep
+from rembert_t5x.experiments import sweep
+from rembert_t5x.runner import cli
 
 
 def layer_config(config: network.RemBertConfig, num_layers: int
@@ -126,7 +126,7 @@ def drop_layers(workdir: str, config: network.RemBertConfig, pretrained: str,
 
 def _examples(task: sweep.TaskSpec, task_name: str, split: str, limit: int,
               config) -> list:
-  from rembert_t5x import train  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.runner import train  # pylint: disable=g-import-not-at-top
   model = sweep.make_model(task, config)
   data = train.make_dataset(model, task_name, {"input_tokens": task.length},
                             batch_size=1, split=split, seed=0, pack=False,
@@ -200,8 +200,8 @@ def probe(workdir: str, config: network.RemBertConfig, pretrained: str,
           log: Callable[[str], None] = print) -> Dict[str, Any]:
   """Per-layer linear-probe accuracy, per language (trained on one language)."""
   del workdir
-  from rembert_t5x import train  # pylint: disable=g-import-not-at-top
-  from rembert_t5x import vocabulary  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.runner import train  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.data import vocabulary  # pylint: disable=g-import-not-at-top
   vocabulary.use_checkpoint_vocabulary(pretrained)  # before the tasks' data
   params = train.load_params(pretrained)
   train_batch = _examples(task, task.train_task, "train", train_examples,
@@ -305,7 +305,7 @@ def plot(result: Mapping[str, Any], path: pathlib.Path) -> None:
 
 
 def write(workdir: str, result: Mapping[str, Any]) -> None:
-  from rembert_t5x import io_utils  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.runner import io_utils  # pylint: disable=g-import-not-at-top
   out = pathlib.Path(workdir)
   out.mkdir(parents=True, exist_ok=True)
   mode = result["mode"]

@@ -1,7 +1,7 @@
 r"""The offline demo: coupled vs decoupled embeddings, zero-shot transfer.
 
-  python -m rembert_t5x.demo --workdir /tmp/demo          # ~10 min, 2 cores
-  python -m rembert_t5x.demo --workdir /tmp/demo --full   # 3 pre-training seeds
+  python -m rembert_t5x.experiments.demo --workdir /tmp/demo          # ~10 min, 2 cores
+  python -m rembert_t5x.experiments.demo --workdir /tmp/demo --full   # 3 pre-training seeds
 
 On one CPU machine, with nothing downloaded:
   1. generates a synthetic multilingual corpus (languages that share a latent
@@ -18,7 +18,7 @@ On one CPU machine, with nothing downloaded:
   5. evaluates every language zero-shot, and reports each number as mean ±
      std over seeds with the evaluation set's bootstrap standard error, and
      decoupled − coupled with Welch's t-test over seeds (Holm-corrected over
-     the tasks; why this test: `rembert_t5x.uncertainty`). A direction
+     the tasks; why this test: `rembert_t5x.experiments.uncertainty`). A direction
      is stated only where the test rejects equality at 0.05; otherwise the
      table says "no significant difference".
 
@@ -53,17 +53,17 @@ import pathlib
 import time
 from typing import Any, Callable, Dict, List
 
-from rembert_t5x import cli
-from rembert_t5x import errors
 from rembert_t5x import configs
-from rembert_t5x import eval as eval_lib
-from rembert_t5x import io_utils
+from rembert_t5x import errors
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x import synthetic
-from rembert_t5x import synthetic_baselines
-from rembert_t5x import train
-from rembert_t5x import uncertainty
+from rembert_t5x.data import synthetic
+from rembert_t5x.experiments import synthetic_baselines
+from rembert_t5x.experiments import uncertainty
+from rembert_t5x.runner import cli
+from rembert_t5x.runner import eval as eval_lib
+from rembert_t5x.runner import io_utils
+from rembert_t5x.runner import train
 
 VARIANTS = {
     "coupled": "gin_configs/models/tiny_coupled.gin",

@@ -1,7 +1,7 @@
 """Reference numbers shown beside a sweep's: the paper's Table 16.
 
 `PAPER_RESULTS` is RemBERT's row of the paper's Table 16 (XTREME, per task),
-shipped as package data with its source; `python -m rembert_t5x.sweep
+shipped as package data with its source; `python -m rembert_t5x.experiments.sweep
 --experiment=table15` shows it by default, `--paper_results=FILE` replaces
 it. `table16_lines` writes one table in Table 16's layout: our families
 (mean ± std over seeds) against the reference, with the averages.

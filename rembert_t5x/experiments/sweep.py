@@ -1,14 +1,14 @@
 r"""Fine-tuning sweeps with the paper's protocol, aggregated into one table.
 
   # The offline demo tasks with a pre-trained tiny model (local runner):
-  python -m rembert_t5x.sweep --experiment=demo --workdir=/tmp/sweep \
+  python -m rembert_t5x.experiments.sweep --experiment=demo --workdir=/tmp/sweep \
     --pretrained=/tmp/m --learning_rates=5e-4,1e-3 --seeds=0,1
   # RemBERT (Table 15) over XTREME's download folder instead of TFDS, from a
   # converted checkpoint (README "From the released RemBERT to Table 16"):
-  python -m rembert_t5x.sweep --experiment=table15 --workdir=/tmp/t16 \
+  python -m rembert_t5x.experiments.sweep --experiment=table15 --workdir=/tmp/t16 \
     --pretrained=/tmp/rembert --xtreme_dir=xtreme/download
   # The paper's ablation grid (Table 10), as T5X commands for a cluster:
-  python -m rembert_t5x.sweep --experiment=table10 --workdir=gs://b/sweep \
+  python -m rembert_t5x.experiments.sweep --experiment=table10 --workdir=gs://b/sweep \
     --runner=t5x --pretrained=gs://b/pretrain/checkpoint_N \
     --model_gin=gin_configs/models/paper/table3_ein128_eout768.gin
 
@@ -66,10 +66,10 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 
-from rembert_t5x import cli
 from rembert_t5x import errors
-from rembert_t5x import paper_reference
 from rembert_t5x import protocol
+from rembert_t5x.experiments import paper_reference
+from rembert_t5x.runner import cli
 
 SEEDS = (0, 1, 2)
 # Kept under its old name for callers; defined once in `protocol`.
@@ -212,7 +212,7 @@ def demo_tasks(prefix: str = "rembert_synthetic_",
   Fixed step counts (the demo's tuned budget), the same selection and
   per-family evaluation as the paper's grids, on the dev sets.
   """
-  from rembert_t5x import synthetic  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.data import synthetic  # pylint: disable=g-import-not-at-top
   lang = synthetic.TRAIN_LANGUAGE
 
   def spec(name, kind, classes, lrs, length, steps, **kw):
@@ -281,7 +281,7 @@ def family_scores(record: Mapping[str, Any]) -> Dict[str, Dict[str, float]]:
   Rows come from full task names (`rembert_mlqa_en` and `rembert_squad_en`
   are different families), so no language of one family overwrites another.
   """
-  from rembert_t5x import eval as eval_lib  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
   out = {}
   for family, ev in record["evaluations"].items():
     out[family] = {eval_lib.task_language(t): task_score(m)
@@ -466,7 +466,7 @@ def write_outputs(workdir: str, records: Sequence[Mapping[str, Any]],
                   title: str, paper: Optional[paper_reference.PaperResults] = None
                   ) -> Dict[str, Any]:
   """Aggregates and writes sweep.json, sweep.md and sweep.png."""
-  from rembert_t5x import io_utils  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.runner import io_utils  # pylint: disable=g-import-not-at-top
   out = pathlib.Path(workdir)
   table = aggregate(records)
   reference = None if paper is None else dataclasses.asdict(paper)
@@ -511,7 +511,7 @@ def checkpoint_period(spec: TaskSpec, steps: int) -> int:
 
 
 def _in_family(task_name: str, family: str) -> bool:
-  from rembert_t5x import eval as eval_lib  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
   return eval_lib.task_family(task_name).rsplit("_", 1)[-1] == family
 
 
@@ -519,9 +519,9 @@ def run_point(workdir: str, point: GridPoint, config, pretrained: str,
               keep_checkpoints: bool = False) -> Dict[str, Any]:
   """Fine-tunes one grid point, selects its checkpoint on English dev,
   evaluates every family with it; writes its results.json."""
-  from rembert_t5x import eval as eval_lib  # pylint: disable=g-import-not-at-top
-  from rembert_t5x import io_utils  # pylint: disable=g-import-not-at-top
-  from rembert_t5x import train  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.runner import io_utils  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.runner import train  # pylint: disable=g-import-not-at-top
   import shutil  # pylint: disable=g-import-not-at-top
 
   spec = point.task
@@ -619,7 +619,7 @@ def t5x_commands(workdir: str, points: Sequence[GridPoint], model_gin: str,
   """
   lines = ["set -e"]
   if xtreme_dir:
-    from rembert_t5x import xtreme_local  # pylint: disable=g-import-not-at-top
+    from rembert_t5x.data import xtreme_local  # pylint: disable=g-import-not-at-top
     lines.append(f"export {xtreme_local.XTREME_DIR_ENV}="
                  f"{shlex.quote(os.path.abspath(xtreme_dir))}")
   for p in points:
@@ -694,7 +694,7 @@ def main(argv=None) -> None:
   parser.add_argument("--paper_results", default=None,
                       help="JSON file of reference numbers shown beside ours "
                       "(default for table15: the paper's Table 16, "
-                      "rembert_t5x/paper_results/rembert_xtreme.json; "
+                      "rembert_t5x/experiments/paper_results/rembert_xtreme.json; "
                       "'none' shows none)")
   args = parser.parse_args(argv)
   with cli.user_errors():
@@ -715,7 +715,7 @@ def _paper(args) -> Optional[paper_reference.PaperResults]:
 def _local_config(args, model_gin: Optional[str]):
   """The network config: --model_gin, else (a converted or pre-trained
   MODEL_DIR) its rembert_config.json, else RemBERT's gin file."""
-  from rembert_t5x import checkpoint_io  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.convert import checkpoint_io  # pylint: disable=g-import-not-at-top
   from rembert_t5x import configs  # pylint: disable=g-import-not-at-top
   saved = pathlib.Path(args.pretrained) / checkpoint_io.CONFIG_FILE
   if not model_gin and saved.is_file():
@@ -746,7 +746,7 @@ def _main(args) -> None:
     if args.experiment == "demo":
       raise errors.UserError("--xtreme_dir applies to the paper's grids "
                           "(table10, table15), not to the demo tasks")
-    from rembert_t5x import xtreme_local  # pylint: disable=g-import-not-at-top
+    from rembert_t5x.data import xtreme_local  # pylint: disable=g-import-not-at-top
     languages = args.languages.split(",") if args.languages else None
     if languages and args.runner == "t5x":
       raise errors.UserError("--languages applies to the local runner (the T5X "

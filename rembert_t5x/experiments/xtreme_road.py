@@ -14,7 +14,7 @@
   2. `hf-to-t5x` (`checkpoint_io.hf_to_t5x`): a MODEL_DIR carrying the
      weights, `rembert_config.json` and the vocabulary;
   3. the Table 15 sweep over an XTREME download folder
-     (`python -m rembert_t5x.sweep --experiment=table15 --xtreme_dir=...`):
+     (`python -m rembert_t5x.experiments.sweep --experiment=table15 --xtreme_dir=...`):
      fine-tune on English with the paper's batch sizes and learning rates,
      select each run's checkpoint on English dev, evaluate every language
      on its family's split;
@@ -35,10 +35,10 @@ import pathlib
 import unicodedata
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from rembert_t5x import checkpoint_io
-from rembert_t5x import vocabulary
-from rembert_t5x import xtreme_local
-from rembert_t5x import xtreme_readers
+from rembert_t5x.convert import checkpoint_io
+from rembert_t5x.data import vocabulary
+from rembert_t5x.data import xtreme_local
+from rembert_t5x.data import xtreme_readers
 
 # Every family of the table15 sweep and the local files it reads.
 FAMILY_GRIDS = ("xnli", "pawsx", "panx", "udpos", "squad", "tydiqa")
@@ -230,7 +230,7 @@ def write_tiny_xtreme(out_dir: str, data_dir: str, grids: Sequence[str],
   Returns:
     A manifest {"note", "files": {relative path: origin}}.
   """
-  from rembert_t5x import sweep  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.experiments import sweep  # pylint: disable=g-import-not-at-top
   root = pathlib.Path(out_dir)
   origins: Dict[str, str] = {}
 
@@ -289,7 +289,7 @@ def write_tiny_xtreme(out_dir: str, data_dir: str, grids: Sequence[str],
 def road_languages(grids: Sequence[str],
                    languages: Optional[Sequence[str]] = None) -> List[str]:
   """Every language the grids read (for the tiny vocabulary)."""
-  from rembert_t5x import sweep  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.experiments import sweep  # pylint: disable=g-import-not-at-top
   langs = set()
   for grid in grids:
     spec = sweep.EXPERIMENTS["table15"][grid]
@@ -310,7 +310,7 @@ def run_road(workdir: str, data_dir: str, *, hf_dir: Optional[str] = None,
 
   Every step is logged as the shell command that does the same.
   """
-  from rembert_t5x import sweep  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.experiments import sweep  # pylint: disable=g-import-not-at-top
   work = pathlib.Path(workdir).resolve()
   work.mkdir(parents=True, exist_ok=True)
   commands = []
@@ -345,13 +345,13 @@ def run_road(workdir: str, data_dir: str, *, hf_dir: Optional[str] = None,
     argv.append(f"--batch_size={batch_size}")
   if languages:
     argv.append(f"--languages={','.join(languages)}")
-  commands.append("python -m rembert_t5x.sweep " + " ".join(argv))
+  commands.append("python -m rembert_t5x.experiments.sweep " + " ".join(argv))
   log(f"[3/4] {commands[-1]}")
   sweep.main(argv)
   t5x_argv = [a for a in argv if not a.startswith(("--train_steps",
                                                    "--batch_size",
                                                    "--languages"))]
-  commands.append("python -m rembert_t5x.sweep --runner=t5x "
+  commands.append("python -m rembert_t5x.experiments.sweep --runner=t5x "
                   + " ".join(t5x_argv).replace(
                       f"--pretrained={model_dir}",
                       f"--pretrained={work / 't5x_native'}/checkpoint_0")

@@ -1,6 +1,6 @@
 """T5X-style command lines for the local runner.
 
-  python -m rembert_t5x.train --gin_file=F [--gin_file=G] \
+  python -m rembert_t5x.runner.train --gin_file=F [--gin_file=G] \
       [--gin_search_paths=.] --gin.MODEL_DIR="'/tmp/m'" --gin.TRAIN_STEPS=30
 
 `--gin.KEY=VALUE` is the gin binding `KEY = VALUE` (T5X's short form).

@@ -1,6 +1,6 @@
 r"""Local evaluation: per-language metrics of a checkpoint on SeqIO tasks.
 
-  python -m rembert_t5x.eval \
+  python -m rembert_t5x.runner.eval \
     --gin_file=gin_configs/runs/local_tiny_eval_pair.gin \
     --gin.CHECKPOINT_PATH="'/tmp/ft'" --gin.EVAL_OUTPUT_DIR="'/tmp/ft/eval'"
 
@@ -34,12 +34,12 @@ import jax
 import numpy as np
 import seqio
 
-from rembert_t5x import cli
-from rembert_t5x import errors
 from rembert_t5x import configs
-from rembert_t5x import io_utils
-from rembert_t5x import vocabulary as vocab_lib
+from rembert_t5x import errors
 from rembert_t5x import protocol
+from rembert_t5x.data import vocabulary as vocab_lib
+from rembert_t5x.runner import cli
+from rembert_t5x.runner import io_utils
 
 # Which metric summarises a task in tables and plots, in order of preference.
 MAIN_METRICS = ("xtreme", "f1", "accuracy", "exact_match")
@@ -236,7 +236,7 @@ def evaluate_checkpoints(model, checkpoint_dir: str, task_name: str,
                          batch_size: int = 32
                          ) -> dict[int, dict[str, float]]:
   """{step: metrics of `task_name`} for every checkpoint under a MODEL_DIR."""
-  from rembert_t5x import train  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.runner import train  # pylint: disable=g-import-not-at-top
   out = {}
   for step, step_dir in train.checkpoint_dirs(checkpoint_dir):
     params = train.load_params(str(step_dir))
@@ -261,7 +261,7 @@ def select_checkpoint(model, checkpoint_dir: str, task_name: str,
   Returns:
     (the step directory, {"task", "split", "step", "scores": {step: score}}).
   """
-  from rembert_t5x import train  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.runner import train  # pylint: disable=g-import-not-at-top
   by_step = evaluate_checkpoints(model, checkpoint_dir, task_name, split,
                                  task_feature_lengths, batch_size)
   scores = {step: protocol.task_score(m) for step, m in by_step.items()}
@@ -285,7 +285,7 @@ def evaluate(checkpoint_dir: str, output_dir: str, *, model=gin.REQUIRED,
   The latest checkpoint, or with `selection_task` the best one on it (see
   `select_checkpoint`).
   """
-  from rembert_t5x import train  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.runner import train  # pylint: disable=g-import-not-at-top
   train.import_task_module(mixture_or_task_module)
   train.get_task_or_mixture(mixture_or_task_name)
   # The checkpoint's own vocabulary (its MODEL_DIR's sentencepiece.model)
@@ -326,7 +326,7 @@ def main(args: cli.GinArgs) -> None:
 
 if __name__ == "__main__":
   # Run the copy imported under its package name, so gin bindings such as
-  # `eval.evaluate.x` (module `rembert_t5x.eval`) apply; `python -m` would
+  # `eval.evaluate.x` (module `rembert_t5x.runner.eval`) apply; `python -m` would
   # otherwise register the configurables under `__main__`.
-  from rembert_t5x import eval as _module  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.runner import eval as _module  # pylint: disable=g-import-not-at-top
   cli.run_main(_module.main)

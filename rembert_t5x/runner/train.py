@@ -1,6 +1,6 @@
 r"""Local runner: train a RemBERT model on one host, any number of devices.
 
-  python -m rembert_t5x.train \
+  python -m rembert_t5x.runner.train \
     --gin_file=gin_configs/runs/local_tiny_pretrain.gin \
     --gin.MODEL_DIR="'/tmp/m'" --gin.TRAIN_STEPS=30
 
@@ -53,14 +53,14 @@ import seqio
 import tensorflow as tf
 import tqdm
 
-from rembert_t5x import checkpoint_io
-from rembert_t5x import cli
-from rembert_t5x import errors
 from rembert_t5x import configs
-from rembert_t5x import io_utils
+from rembert_t5x import errors
 from rembert_t5x import models
-from rembert_t5x import train_lib
-from rembert_t5x import vocabulary as vocab_lib
+from rembert_t5x.convert import checkpoint_io
+from rembert_t5x.data import vocabulary as vocab_lib
+from rembert_t5x.runner import cli
+from rembert_t5x.runner import io_utils
+from rembert_t5x.runner import train_lib
 
 
 def check_model_dir(model_dir: str) -> pathlib.Path:
@@ -605,7 +605,7 @@ def main(args: cli.GinArgs) -> None:
 
 if __name__ == "__main__":
   # Run the copy imported under its package name, so gin bindings such as
-  # `train.train.x` (module `rembert_t5x.train`) apply; `python -m` would
+  # `train.train.x` (module `rembert_t5x.runner.train`) apply; `python -m` would
   # otherwise register the configurables under `__main__`.
-  from rembert_t5x import train as _module  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.runner import train as _module  # pylint: disable=g-import-not-at-top
   cli.run_main(_module.main)
