@@ -32,6 +32,7 @@ import tensorflow as tf
 from rembert_t5x.data import preprocessors
 from rembert_t5x.data import text_sources
 from rembert_t5x.data import vocabulary as vocab_lib
+from rembert_tasks import registry
 
 MC4_TFDS_NAME = "c4/multilingual:3.1.0"
 WIKIPEDIA_TFDS_NAME = "wikipedia/20230601.{lang}:1.0.0"
@@ -107,15 +108,11 @@ def mlm_preprocessors(text_key: str = "text",
 
 
 def _add_task(name: str, **kwargs) -> str:
-  seqio.TaskRegistry.remove(name)  # Re-registration replaces.
-  seqio.TaskRegistry.add(name, **kwargs)
-  return name
+  return registry.add_task(name, **kwargs).name
 
 
 def _add_mixture(name: str, tasks_and_rates) -> str:
-  seqio.MixtureRegistry.remove(name)
-  seqio.MixtureRegistry.add(name, tasks_and_rates)
-  return name
+  return registry.add_mixture(name, tasks_and_rates).name
 
 
 def _check_languages(languages: Sequence[str], known: Sequence[str],

@@ -47,8 +47,9 @@ import seqio
 import tensorflow as tf
 
 from rembert_t5x import metrics
+from rembert_t5x.data import lazy_vocabulary
 from rembert_t5x.data import qa
-from rembert_t5x.data import xtreme_preprocessors as xp
+from rembert_tasks import registry
 
 XQUAD_LANGUAGES = ("ar", "de", "el", "en", "es", "hi", "ru", "th", "tr", "vi",
                    "zh")
@@ -103,7 +104,7 @@ def _register_task(name: str, source: seqio.DataSource,
       doc_stride=settings["doc_stride"],
       max_query_length=settings["max_query_length"],
       source=label, on_misaligned=on_misaligned)
-  xp.add_task(
+  registry.add_task(
       name, source=source,
       preprocessors=[*filters, windows],
       output_features=qa.output_features(vocabulary,
@@ -139,7 +140,7 @@ def _register_family(sources: Mapping[str, Callable[..., seqio.DataSource]],
   Returns:
     The registered task names.
   """
-  vocabulary = vocabulary or xp.DefaultVocabulary()
+  vocabulary = vocabulary or lazy_vocabulary.DefaultVocabulary()
   names = []
 
   def add(name, key, lang, metric_fn, on_misaligned, filters=()):
@@ -172,9 +173,9 @@ def _register_family(sources: Mapping[str, Callable[..., seqio.DataSource]],
   tydi = [add(f"{prefix}tydiqa_{lang}", "tydiqa", lang, metrics.squad_metric,
               "ignore", tydi_filters(lang)) for lang in languages["tydiqa"]]
 
-  xp.add_mixture(f"{prefix}xquad_zeroshot", [squad_train, squad_dev, *xquad])
-  xp.add_mixture(f"{prefix}mlqa_zeroshot", [squad_train, squad_dev, *mlqa])
-  xp.add_mixture(f"{prefix}tydiqa_zeroshot", [tydi_train, *tydi])
+  registry.add_mixture(f"{prefix}xquad_zeroshot", [squad_train, squad_dev, *xquad])
+  registry.add_mixture(f"{prefix}mlqa_zeroshot", [squad_train, squad_dev, *mlqa])
+  registry.add_mixture(f"{prefix}tydiqa_zeroshot", [tydi_train, *tydi])
   return names
 
 

@@ -12,6 +12,7 @@ from rembert_t5x import network
 from rembert_t5x.experiments import sweep
 from rembert_t5x.runner import cli
 from rembert_t5x.runner import train
+from rembert_tasks import registry
 
 
 def _record(grid, lr, seed, dev, families, train_language="en",
@@ -141,10 +142,10 @@ def test_steps_are_derived_from_the_dataset_size():
     return tf.data.Dataset.from_tensor_slices({"x": list(range(50))})
 
   # Counted (a local-file-like source) ...
-  xp.add_task("sweeptest_counted", source=seqio.FunctionDataSource(
+  registry.add_task("sweeptest_counted", source=seqio.FunctionDataSource(
       dataset_fn, splits=["train"]), output_features={})
   # ... or read from the source's metadata (TFDS split info), not counted.
-  xp.add_task("sweeptest_declared", source=seqio.FunctionDataSource(
+  registry.add_task("sweeptest_declared", source=seqio.FunctionDataSource(
       dataset_fn, splits=["train"], num_input_examples={"train": 1000}),
               output_features={})
   assert protocol.num_examples("sweeptest_counted") == 50

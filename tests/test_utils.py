@@ -7,6 +7,7 @@ import pytest
 
 from rembert_t5x import network
 from rembert_t5x.data import vocabulary
+from rembert_tasks import registry
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
@@ -158,7 +159,7 @@ def register_constant_pair_task(name: str, label: int, num_examples: int = 8,
         "input_tokens": tokens, "token_types": np.zeros_like(tokens),
         "label": labels, "targets": labels[:, None]})
 
-  return xp.add_task(
+  return registry.add_task(
       name, source=seqio.FunctionDataSource(dataset_fn,
                                             splits=["validation"]),
       output_features=xp.pair_output_features(

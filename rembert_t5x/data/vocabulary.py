@@ -323,7 +323,7 @@ class RemBertVocabulary(seqio.SentencePieceVocabulary):
   def __eq__(self, other):
     if not isinstance(other, seqio.SentencePieceVocabulary):
       # Lets a wrapper that delegates to a vocabulary (the tasks' lazy
-      # DefaultVocabulary) answer the reflected comparison.
+      # lazy_vocabulary.DefaultVocabulary) answer the reflected comparison.
       return NotImplemented
     # A lazy vocabulary equals one built from the file it resolves to.
     return (_resolved_path(self) == _resolved_path(other) and

@@ -39,68 +39,6 @@ SIDE_SOURCE = retrieval_metrics.SIDE_SOURCE   # the non-English sentence
 SIDE_ENGLISH = retrieval_metrics.SIDE_ENGLISH
 
 
-class DefaultVocabulary(seqio.Vocabulary):
-  """Defers to `vocabulary.default_vocabulary()` ($REMBERT_SPM_PATH) on use.
-
-  Lets the default tasks register at import time without a SentencePiece
-  model on disk (docs/DESIGN.md). Every method delegates to the real
-  vocabulary, loaded the first time one is called. (A generic helper: it
-  could live in rembert_t5x/data/vocabulary.py.)
-  """
-
-  def __init__(self):
-    self._vocab = None
-    super().__init__(extra_ids=0)
-
-  def resolve(self) -> seqio.Vocabulary:
-    if self._vocab is None:
-      self._vocab = vocab_lib.default_vocabulary()
-    return self._vocab
-
-  def __getattr__(self, name):
-    # Only reached for attributes not defined here (tokenizer,
-    # encode_with_offsets, sentencepiece_model_file, ...).
-    if name.startswith("__") or name == "_vocab":
-      raise AttributeError(name)
-    return getattr(self.resolve(), name)
-
-  @property
-  def eos_id(self) -> Optional[int]:
-    return self.resolve().eos_id
-
-  @property
-  def unk_id(self) -> Optional[int]:
-    return self.resolve().unk_id
-
-  @property
-  def pad_id(self) -> int:
-    return vocab_lib.PAD_ID
-
-  @property
-  def _base_vocab_size(self) -> int:
-    return self.resolve().vocab_size
-
-  def _encode(self, s):
-    return self.resolve().encode(s)
-
-  def _decode(self, ids):
-    return self.resolve().decode(ids)
-
-  def _encode_tf(self, s):
-    return self.resolve().encode_tf(s)
-
-  def _decode_tf(self, ids):
-    return self.resolve().decode_tf(ids)
-
-  def __eq__(self, other):
-    if isinstance(other, DefaultVocabulary):
-      return True
-    return isinstance(other, seqio.Vocabulary) and self.resolve() == other
-
-  def __hash__(self):
-    return hash(DefaultVocabulary)
-
-
 def _input_length(sequence_length: Optional[Mapping[str, int]],
                   minimum: int) -> int:
   if not sequence_length or sequence_length.get("input_tokens") is None:
@@ -613,7 +551,7 @@ class WholeSentences:
                           join_sentence_parts(predictions))
 
 
-# --- Output features and idempotent registration ---------------------------
+# --- Output features --------------------------------------------------------
 
 
 def _ids(size: int) -> seqio.Vocabulary:
@@ -703,19 +641,3 @@ def retrieval_output_features(vocabulary: seqio.Vocabulary
       # Large enough for any sentence index; PassThrough never checks it.
       "targets": seqio.Feature(_ids(2**31 - 1), add_eos=False),
   }
-
-
-def add_task(name: str, **kwargs) -> seqio.Task:
-  """seqio.TaskRegistry.add that replaces an existing task of that name."""
-  if name in seqio.TaskRegistry.names():
-    seqio.TaskRegistry.remove(name)
-  return seqio.TaskRegistry.add(name, **kwargs)
-
-
-def add_mixture(name: str, tasks: Sequence[str],
-                default_rate: float = 1.0) -> seqio.Mixture:
-  """seqio.MixtureRegistry.add that replaces an existing mixture."""
-  if name in seqio.MixtureRegistry.names():
-    seqio.MixtureRegistry.remove(name)
-  return seqio.MixtureRegistry.add(name, list(tasks),
-                                   default_rate=default_rate)
