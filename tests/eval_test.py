@@ -8,6 +8,7 @@ import pytest
 from rembert_t5x import configs
 from rembert_t5x import models
 from rembert_t5x import network
+from rembert_t5x.runner import checkpoints
 from rembert_t5x.runner import cli
 from rembert_t5x.runner import eval as eval_lib
 from rembert_t5x.runner import train
@@ -42,7 +43,7 @@ def test_train_then_evaluate_every_language(tasks, tmp_path, family, model, leng
               mixture_or_task_name=f"evaltest_{family}_train",
               task_feature_lengths=lengths, train_steps=2, batch_size=8,
               checkpoint_period=2, progress_bar=False)
-  params = train.load_params(str(tmp_path / "m"))
+  params = checkpoints.load_params(str(tmp_path / "m"))
   results = eval_lib.evaluate_params(model, params, tasks[family],
                                      "validation", lengths, batch_size=8)
   langs = {eval_lib.task_language(t) for t in results}

@@ -10,6 +10,7 @@ import pytest
 from rembert_t5x import configs
 from rembert_t5x import models
 from rembert_t5x import network
+from rembert_t5x.runner import checkpoints
 from rembert_t5x.runner import cli
 from rembert_t5x.runner import train
 from tests import test_utils
@@ -114,7 +115,7 @@ def test_gradient_accumulation_matches_the_full_batch(tmp_path):
 
 def test_finetuning_from_a_pretraining_checkpoint(tmp_path):
   _train(tmp_path / "pre", 2)
-  params = train.load_params(str(tmp_path / "pre"))
+  params = checkpoints.load_params(str(tmp_path / "pre"))
   assert "mlm_head" in params
   cls = models.RemBertPairClassificationModel(
       network.RemBertForSequenceClassification(test_utils.TINY_CONFIG, 3))

@@ -8,7 +8,7 @@ Formats:
   * The original TF1 RemBERT checkpoint (`bert/...` variables; Adam slots,
     the step, the MLM head and the pooler are skipped by name).
   * Our local runner's orbax checkpoints: `MODEL_DIR/checkpoints/<step>/default`
-    holding `{"step", "params"}` (`train.load_params` reads them;
+    holding `{"step", "params"}` (`checkpoints.load_params` reads them;
     `train.train(init_checkpoint=MODEL_DIR)` fine-tunes from them).
 
 The vocabulary travels with the weights: `hf-to-t5x` copies the HF
@@ -348,17 +348,13 @@ class OrbaxParams:
   """
 
   def __init__(self, checkpoint_dir: str):
-    import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
-    from rembert_t5x.runner import train  # pylint: disable=g-import-not-at-top
-    self._ocp = ocp
-    self.step_dir = train.latest_checkpoint_dir(checkpoint_dir)
+    from rembert_t5x.runner import checkpoints  # pylint: disable=g-import-not-at-top
+    self._checkpoints = checkpoints
+    self.step_dir = checkpoints.latest_checkpoint_dir(checkpoint_dir)
+    self.step = int(self.step_dir.name)
     self.model_dir = (self.step_dir.parent.parent
                       if self.step_dir.parent.name == "checkpoints" else None)
-    try:
-      tree = train._checkpoint_tree_metadata(self.step_dir)  # pylint: disable=protected-access
-    except Exception as e:  # orbax raises several types for a bad directory
-      raise UserError(f"checkpoint {self.step_dir}: cannot read its metadata: "
-                      f"{str(e).splitlines()[0] if str(e) else e}") from e
+    tree = checkpoints.tree_metadata(str(self.step_dir))
     if "params" not in tree:
       raise UserError(f"checkpoint {self.step_dir} has no 'params'")
     self._meta = cc.flatten(tree["params"])
@@ -388,18 +384,10 @@ class OrbaxParams:
     return self._group[name]
 
   def _restore(self, group: str) -> dict[str, np.ndarray]:
-    ocp = self._ocp
-    wanted = {k: v for k, v in self._meta.items()
-              if self._group_of(k) == group}
-    item = {"params": cc.unflatten(
-        {k: np.zeros((), np.int8) for k in wanted})}
-    args = {"params": cc.unflatten(
-        {k: ocp.RestoreArgs(restore_type=np.ndarray) for k in wanted})}
-    restored = ocp.PyTreeCheckpointer().restore(
-        self.step_dir / "default",
-        args=ocp.args.PyTreeRestore(item=item, restore_args=args,
-                                    partial_restore=True))
-    return cc.flatten(restored["params"])
+    wanted = [tuple(k.split("/")) for k in self._meta
+              if self._group_of(k) == group]
+    return cc.flatten(self._checkpoints.load_param_subset(
+        str(self.step_dir), self.step, wanted))
 
 
 def _largest_first(entries: list[cc.Entry]) -> list[cc.Entry]:
@@ -414,7 +402,7 @@ def write_orbax_params(model_dir: pathlib.Path,
   """Writes `{"step", "params"}` as `model_dir/checkpoints/<step>/default`.
 
   The layout of the local runner's checkpoints, without optimizer state:
-  `train.load_params` and `init_checkpoint` read it. Returns the number of
+  `checkpoints.load_params` and `init_checkpoint` read it. Returns the number of
   parameters.
   """
   import jax  # pylint: disable=g-import-not-at-top

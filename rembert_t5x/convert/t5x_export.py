@@ -171,11 +171,11 @@ def t5x_native(checkpoint_dir: str, output_dir: str, *,
   # pylint: disable=g-import-not-at-top
   import jax
   from t5x import checkpoints
-  from rembert_t5x.runner import train
+  from rembert_t5x.runner import checkpoints as local_checkpoints
   # pylint: enable=g-import-not-at-top
   source = checkpoint_io.OrbaxParams(checkpoint_dir)
   config = _config(source, gin_file)
-  loaded = cc.flatten(train.load_params(str(source.step_dir)))
+  loaded = cc.flatten(local_checkpoints.load_params(str(source.step_dir)))
   word = loaded.get("encoder/embeddings/word_embeddings/embedding")
   rows_added = 0 if word is None else config.padded_vocab_size - word.shape[0]
   # Padded as the T5X run files pad, in the layout the config (SCAN_LAYERS)

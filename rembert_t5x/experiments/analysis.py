@@ -126,9 +126,9 @@ def drop_layers(workdir: str, config: network.RemBertConfig, pretrained: str,
 
 def _examples(task: sweep.TaskSpec, task_name: str, split: str, limit: int,
               config) -> list:
-  from rembert_t5x.runner import train  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.data import inputs  # pylint: disable=g-import-not-at-top
   model = sweep.make_model(task, config)
-  data = train.make_dataset(model, task_name, {"input_tokens": task.length},
+  data = inputs.make_dataset(model, task_name, {"input_tokens": task.length},
                             batch_size=1, split=split, seed=0, pack=False,
                             shuffle=False, num_epochs=1)
   batches = []
@@ -200,10 +200,10 @@ def probe(workdir: str, config: network.RemBertConfig, pretrained: str,
           log: Callable[[str], None] = print) -> Dict[str, Any]:
   """Per-layer linear-probe accuracy, per language (trained on one language)."""
   del workdir
-  from rembert_t5x.runner import train  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.runner import checkpoints  # pylint: disable=g-import-not-at-top
   from rembert_t5x.data import vocabulary  # pylint: disable=g-import-not-at-top
   vocabulary.use_checkpoint_vocabulary(pretrained)  # before the tasks' data
-  params = train.load_params(pretrained)
+  params = checkpoints.load_params(pretrained)
   train_batch = _examples(task, task.train_task, "train", train_examples,
                           config)
   eval_batches = {lang: _examples(task, f"{task_prefix}{task.name}_{lang}",

@@ -63,6 +63,7 @@ from rembert_t5x.experiments import uncertainty
 from rembert_t5x.runner import cli
 from rembert_t5x.runner import eval as eval_lib
 from rembert_t5x.runner import io_utils
+from rembert_t5x.runner import checkpoints
 from rembert_t5x.runner import train
 
 VARIANTS = {
@@ -289,7 +290,7 @@ def _run(out: pathlib.Path, settings: DemoSettings,
               evaluators[family] = eval_lib.make_evaluator(
                   model, names[family], "validation", lengths)
             task_metrics = eval_lib.evaluate_with(
-                evaluators[family], model, train.load_params(str(ft_dir)))
+                evaluators[family], model, checkpoints.load_params(str(ft_dir)))
           results["runs"].append({
               "variant": variant, "family": family, "pretrain_seed": p,
               "finetune_seed": seed,

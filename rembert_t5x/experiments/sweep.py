@@ -519,6 +519,7 @@ def run_point(workdir: str, point: GridPoint, config, pretrained: str,
               keep_checkpoints: bool = False) -> Dict[str, Any]:
   """Fine-tunes one grid point, selects its checkpoint on English dev,
   evaluates every family with it; writes its results.json."""
+  from rembert_t5x.runner import checkpoints  # pylint: disable=g-import-not-at-top
   from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
   from rembert_t5x.runner import io_utils  # pylint: disable=g-import-not-at-top
   from rembert_t5x.runner import train  # pylint: disable=g-import-not-at-top
@@ -546,7 +547,7 @@ def run_point(workdir: str, point: GridPoint, config, pretrained: str,
       data_seed=point.seed, init_checkpoint=pretrained, progress_bar=False)
   step_dir, selection = eval_lib.select_checkpoint(
       model, str(model_dir), spec.selection_task, "validation", lengths)
-  params = train.load_params(str(step_dir))
+  params = checkpoints.load_params(str(step_dir))
   evaluations = {}
   for ev in spec.evaluations:
     results = eval_lib.evaluate_params(model, params, ev.mixture, ev.split,

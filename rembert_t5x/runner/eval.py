@@ -37,7 +37,9 @@ import seqio
 from rembert_t5x import configs
 from rembert_t5x import errors
 from rembert_t5x import protocol
+from rembert_t5x.data import inputs
 from rembert_t5x.data import vocabulary as vocab_lib
+from rembert_t5x.runner import checkpoints
 from rembert_t5x.runner import cli
 from rembert_t5x.runner import io_utils
 
@@ -236,10 +238,9 @@ def evaluate_checkpoints(model, checkpoint_dir: str, task_name: str,
                          batch_size: int = 32
                          ) -> dict[int, dict[str, float]]:
   """{step: metrics of `task_name`} for every checkpoint under a MODEL_DIR."""
-  from rembert_t5x.runner import train  # pylint: disable=g-import-not-at-top
   out = {}
-  for step, step_dir in train.checkpoint_dirs(checkpoint_dir):
-    params = train.load_params(str(step_dir))
+  for step, step_dir in checkpoints.checkpoint_dirs(checkpoint_dir):
+    params = checkpoints.load_params(str(step_dir))
     metrics = evaluate_params(model, params, task_name, split,
                               task_feature_lengths, batch_size)
     if task_name not in metrics:
@@ -261,12 +262,11 @@ def select_checkpoint(model, checkpoint_dir: str, task_name: str,
   Returns:
     (the step directory, {"task", "split", "step", "scores": {step: score}}).
   """
-  from rembert_t5x.runner import train  # pylint: disable=g-import-not-at-top
   by_step = evaluate_checkpoints(model, checkpoint_dir, task_name, split,
                                  task_feature_lengths, batch_size)
   scores = {step: protocol.task_score(m) for step, m in by_step.items()}
   step = protocol.best_step(scores)
-  step_dir = dict(train.checkpoint_dirs(checkpoint_dir))[step]
+  step_dir = dict(checkpoints.checkpoint_dirs(checkpoint_dir))[step]
   return step_dir, {"task": task_name, "split": split, "step": step,
                     "scores": {str(s): v for s, v in sorted(scores.items())}}
 
@@ -285,21 +285,20 @@ def evaluate(checkpoint_dir: str, output_dir: str, *, model=gin.REQUIRED,
   The latest checkpoint, or with `selection_task` the best one on it (see
   `select_checkpoint`).
   """
-  from rembert_t5x.runner import train  # pylint: disable=g-import-not-at-top
-  train.import_task_module(mixture_or_task_module)
-  train.get_task_or_mixture(mixture_or_task_name)
+  inputs.import_task_module(mixture_or_task_module)
+  inputs.get_task_or_mixture(mixture_or_task_name)
   # The checkpoint's own vocabulary (its MODEL_DIR's sentencepiece.model)
   # unless $REMBERT_SPM_PATH is set; before any task is tokenised.
   vocab_lib.use_checkpoint_vocabulary(checkpoint_dir)
   selection = None
   checkpoint = checkpoint_dir
   if selection_task:
-    train.get_task_or_mixture(selection_task)
+    inputs.get_task_or_mixture(selection_task)
     step_dir, selection = select_checkpoint(
         model, checkpoint_dir, selection_task, selection_split,
         task_feature_lengths, batch_size)
     checkpoint = str(step_dir)
-  params = train.load_params(checkpoint)
+  params = checkpoints.load_params(checkpoint)
   metrics = evaluate_params(model, params, mixture_or_task_name, split,
                             task_feature_lengths, batch_size)
   return write_results(output_dir, metrics,

@@ -27,19 +27,14 @@ restored steps consumed) and the same dropout keys (folded from the step), so
 a run killed at any point (even with SIGKILL, even inside a checkpoint save)
 and restarted with the same command ends with the losses of an uninterrupted
 run. metrics.jsonl and config.gin are replaced atomically (io_utils).
-
-Test hook (used by tests/resume_test.py; never set it otherwise):
-REMBERT_T5X_CRASH_AT=step:N makes the runner SIGKILL itself right after the
-update of step N (before that step is logged or saved); save:N makes it
-SIGKILL itself inside the checkpoint save of step N, after every file is
-written and just before orbax's rename commits the checkpoint.
+Reading checkpoints (eval, the converters, experiments) goes through
+`runner.checkpoints`, not through this module. tests/resume_test.py kills
+this runner mid-step and mid-save from outside (tests/crashing_train.py).
 """
 
-import importlib
 import json
 import os
 import pathlib
-import signal
 import time
 from typing import Any, Optional, Sequence
 
@@ -49,15 +44,15 @@ import gin
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
-import seqio
-import tensorflow as tf
 import tqdm
 
 from rembert_t5x import configs
 from rembert_t5x import errors
 from rembert_t5x import models
 from rembert_t5x.convert import checkpoint_io
+from rembert_t5x.data import inputs
 from rembert_t5x.data import vocabulary as vocab_lib
+from rembert_t5x.runner import checkpoints
 from rembert_t5x.runner import cli
 from rembert_t5x.runner import io_utils
 from rembert_t5x.runner import train_lib
@@ -77,156 +72,6 @@ def check_model_dir(model_dir: str) -> pathlib.Path:
     raise errors.UserError(f"MODEL_DIR {model_dir} is not writable: "
                         f"{e.strerror or e}") from e
   return path
-
-
-def import_task_module(module: Optional[str]) -> None:
-  """Imports the module that registers the task (T5X's MIXTURE_OR_TASK_MODULE)."""
-  if not module:
-    return
-  try:
-    importlib.import_module(module)
-  except ImportError as e:
-    raise errors.UserError(f"MIXTURE_OR_TASK_MODULE {module!r} cannot be "
-                        f"imported: {_first_line(e)}") from e
-
-
-def get_task_or_mixture(name: str):
-  try:
-    return seqio.get_mixture_or_task(name)
-  except ValueError as e:
-    known = sorted(seqio.MixtureRegistry.names()) + sorted(
-        seqio.TaskRegistry.names())
-    close = [n for n in known if name.split("_")[0] in n][:8]
-    raise errors.UserError(
-        f"unknown task or mixture {name!r} (is its module imported? e.g. "
-        f"MIXTURE_OR_TASK_MODULE = 'rembert_tasks'); registered: "
-        f"{close or known[:8]} ...") from e
-
-
-def make_dataset(model, task_name: str, task_feature_lengths, batch_size: int,
-                 split: str, seed: int, pack: bool, skip_batches: int = 0,
-                 shuffle: bool = True, num_epochs: Optional[int] = None):
-  """A deterministic, batched numpy iterator over the task's model features.
-
-  The same arguments give the same batches in the same order (seeded
-  shuffling, masking and mixture sampling; tf.data keeps element order),
-  so `skip_batches=k` yields exactly what an uninterrupted pipeline yields
-  after its first k batches.
-  """
-  task = get_task_or_mixture(task_name)
-  converter = model.FEATURE_CONVERTER_CLS(pack=pack)
-  try:
-    ds = task.get_dataset(
-        sequence_length=dict(task_feature_lengths), split=split,
-        shuffle=shuffle, seed=seed, num_epochs=num_epochs,
-        use_cached=False, shard_info=None)
-    ds = converter(ds, dict(task_feature_lengths))
-  except (ValueError, KeyError, OSError, tf.errors.OpError) as e:
-    raise errors.UserError(f"task {task_name}, split {split}: "
-                        f"{_first_line(e)}") from e
-  ds = ds.batch(batch_size, drop_remainder=True)
-  if skip_batches:
-    ds = ds.skip(skip_batches)
-  options = tf.data.Options()
-  options.deterministic = True  # never trade element order for speed
-  ds = ds.with_options(options)
-  return ds.prefetch(2).as_numpy_iterator()
-
-
-def _first_line(e: BaseException) -> str:
-  text = (getattr(e, "message", None) or str(e)).strip()
-  return text.splitlines()[0] if text else type(e).__name__
-
-
-def next_batch(data, task_name: str, step: int):
-  """The next batch; data errors become one-line `UserError`s."""
-  try:
-    return next(data)
-  except StopIteration as e:
-    raise errors.UserError(f"task {task_name} ran out of data at step "
-                        f"{step + 1}") from e
-  except (ValueError, tf.errors.OpError) as e:
-    raise errors.UserError(f"task {task_name}, reading the batch of step "
-                        f"{step + 1}: {_first_line(e)}") from e
-
-
-def check_task_vocabulary(model, task_name: str) -> None:
-  """A task vocabulary larger than the model's embedding is an error.
-
-  Ids beyond the embedding table do not fail in JAX (gathers clamp), they
-  silently read the wrong rows; refuse before training starts.
-  """
-  vocab_size = model.config.vocab_size
-  task = get_task_or_mixture(task_name)
-  subtasks = getattr(task, "tasks", None) or [task]
-  for sub in subtasks:
-    feature = sub.output_features.get("input_tokens")
-    if feature is None:
-      continue
-    try:
-      size = feature.vocabulary.vocab_size
-    except (ValueError, OSError) as e:
-      raise errors.UserError(f"task {sub.name}: cannot load its vocabulary: "
-                          f"{_first_line(e)}") from e
-    if size > vocab_size:
-      raise errors.UserError(
-          f"task {sub.name}: its vocabulary has {size} ids but the model's "
-          f"VOCAB_SIZE is {vocab_size}; set VOCAB_SIZE >= {size}")
-
-
-def save_task_vocabulary(model_dir: pathlib.Path, task_name: str) -> None:
-  """Copies the task's SentencePiece model into MODEL_DIR (sentencepiece.model).
-
-  Runs started from this MODEL_DIR (fine-tuning, evaluation, a resume) then
-  use the vocabulary its checkpoints were made with, unless
-  $REMBERT_SPM_PATH names another (`vocabulary.use_checkpoint_vocabulary`).
-  """
-  task = get_task_or_mixture(task_name)
-  files = set()
-  for sub in getattr(task, "tasks", None) or [task]:
-    feature = sub.output_features.get("input_tokens")
-    path = getattr(feature and feature.vocabulary, "sentencepiece_model_file",
-                   None)
-    if path:
-      files.add(path)
-  if len(files) == 1:  # a mixture of several vocabularies has no one file
-    try:
-      vocab_lib.save_vocabulary(files.pop(), str(model_dir))
-    except ValueError as e:
-      raise errors.UserError(f"MODEL_DIR {model_dir}: {e}") from e
-
-
-def check_batch(model, batch, task_name: str, step: int) -> None:
-  """Host-side range checks of ids and labels (clamped silently otherwise)."""
-  where = f"task {task_name}, batch of step {step + 1}"
-  vocab_size = model.config.vocab_size
-  tokens = batch["input_tokens"]
-  if tokens.size and (tokens.min() < 0 or tokens.max() >= vocab_size):
-    raise errors.UserError(
-        f"{where}: field 'input_tokens' has id {int(tokens.max())} outside "
-        f"the model's vocabulary [0, {vocab_size})")
-  num_classes = getattr(model.module, "num_classes", None)
-  if "label" in batch and num_classes:
-    label = batch["label"]
-    if label.min() < 0 or label.max() >= num_classes:
-      raise errors.UserError(
-          f"{where}: field 'label' has value {int(label.max())} outside "
-          f"[0, {num_classes}) (the model has {num_classes} classes)")
-  if "targets" in batch and "weights" in batch:
-    bound = num_classes or vocab_size
-    what = "tags" if num_classes else "vocabulary ids"
-    used = batch["targets"][batch["weights"] != 0]
-    if used.size and (used.min() < 0 or used.max() >= bound):
-      raise errors.UserError(
-          f"{where}: field 'targets' has value {int(used.max())} outside "
-          f"[0, {bound}) ({bound} {what})")
-  for key in ("start_positions", "end_positions"):
-    if key in batch:
-      pos = batch[key]
-      if pos.min() < 0 or pos.max() >= tokens.shape[-1]:
-        raise errors.UserError(
-            f"{where}: field '{key}' has value {int(pos.max())} outside "
-            f"the sequence [0, {tokens.shape[-1]})")
 
 
 class MetricsLog:
@@ -260,19 +105,6 @@ class MetricsLog:
     self.writer.close()
 
 
-def _checkpoint_manager(model_dir: pathlib.Path, period: int, keep: int):
-  options = ocp.CheckpointManagerOptions(
-      save_interval_steps=period, max_to_keep=keep,
-      enable_async_checkpointing=False, create=True)
-  return ocp.CheckpointManager(model_dir / "checkpoints", options=options)
-
-
-def _checkpoint_tree_metadata(step_dir: pathlib.Path):
-  """The saved tree of ArrayMetadata (shapes, dtypes) of one checkpoint."""
-  meta = ocp.PyTreeCheckpointer().metadata(step_dir / "default")
-  return getattr(meta, "item_metadata", meta).tree
-
-
 def _shapes(tree) -> dict[str, tuple[int, ...]]:
   """{"a/b/c": shape} for a params tree (arrays or ArrayMetadata)."""
   out = {}
@@ -284,7 +116,7 @@ def _shapes(tree) -> dict[str, tuple[int, ...]]:
 
 def _check_checkpoint_matches(step_dir: pathlib.Path, params):
   """Compares parameter shapes before restoring, naming the first mismatch."""
-  saved = _shapes(_checkpoint_tree_metadata(step_dir)["params"])
+  saved = _shapes(checkpoints.tree_metadata(str(step_dir))["params"])
   expected = _shapes(params)
   for name in sorted(set(saved) | set(expected)):
     if name not in saved:
@@ -297,102 +129,6 @@ def _check_checkpoint_matches(step_dir: pathlib.Path, params):
       raise errors.UserError(
           f"checkpoint {step_dir}: parameter {name} has shape {saved[name]}, "
           f"this model expects {expected[name]} (another architecture?)")
-
-
-def _complete_steps(root: pathlib.Path) -> list[tuple[int, pathlib.Path]]:
-  """(step, dir) of the committed checkpoints under a checkpoints dir.
-
-  Orbax writes a checkpoint under a temporary name (`<step>.orbax-checkpoint-
-  tmp-*`) and renames it to `<step>` only once every file is written, so a
-  digit-only name with its `default` item is complete; temporaries left by a
-  killed save are never candidates.
-  """
-  return sorted((int(p.name), p) for p in root.iterdir()
-                if p.name.isdigit() and (p / "default").is_dir())
-
-
-def checkpoint_dirs(path: str) -> list[tuple[int, pathlib.Path]]:
-  """(step, dir) of every complete checkpoint under a MODEL_DIR, oldest first.
-
-  Checkpoint selection (`eval.select_checkpoint`) scores each of them.
-  """
-  root = pathlib.Path(path)
-  if (root / "checkpoints").is_dir():
-    root = root / "checkpoints"
-  if not root.is_dir():
-    raise errors.UserError(f"checkpoint {path}: no such directory")
-  steps = _complete_steps(root)
-  if not steps:
-    raise errors.UserError(f"checkpoint {path}: no checkpoint found in {root}")
-  return steps
-
-
-def latest_checkpoint_dir(path: str) -> pathlib.Path:
-  """The newest complete checkpoint under a MODEL_DIR or checkpoints dir."""
-  root = pathlib.Path(path)
-  if (root / "checkpoints").is_dir():
-    root = root / "checkpoints"
-  if (root / "default").is_dir():  # already a step directory
-    return root
-  if not root.is_dir():
-    raise errors.UserError(f"checkpoint {path}: no such directory")
-  steps = _complete_steps(root)
-  if not steps:
-    raise errors.UserError(f"checkpoint {path}: no checkpoint found in {root}")
-  return steps[-1][1]
-
-
-def _crash_hook() -> tuple[Optional[str], int]:
-  """Parses REMBERT_T5X_CRASH_AT (a test hook; see the module docstring)."""
-  value = os.environ.get("REMBERT_T5X_CRASH_AT", "")
-  if not value:
-    return None, -1
-  kind, _, step = value.partition(":")
-  if kind not in ("step", "save") or not step.isdigit():
-    raise errors.UserError(f"REMBERT_T5X_CRASH_AT={value!r}: expected step:N "
-                        "or save:N")
-  return kind, int(step)
-
-
-def _kill_self():
-  os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _arm_crash_in_save(step: int) -> None:
-  """SIGKILLs the process inside the save of `step`, just before its commit.
-
-  Wraps orbax's commit of a temporary checkpoint directory (the rename that
-  makes it `<step>`): every file of the checkpoint is then on disk under the
-  temporary name, the worst moment for a crash.
-  """
-  from orbax.checkpoint._src.path import atomicity  # pylint: disable=g-import-not-at-top
-  cls = atomicity.AtomicRenameTemporaryPath
-  original = cls.finalize
-
-  async def finalize(self, *args, **kwargs):
-    if pathlib.Path(str(self.get_final())).name == str(step):
-      _kill_self()
-    return await original(self, *args, **kwargs)
-
-  cls.finalize = finalize
-
-
-def load_params(checkpoint: str) -> dict:
-  """Loads the params of the latest checkpoint under `checkpoint` as numpy.
-
-  Host numpy arrays, whatever mesh wrote them, so a checkpoint saved on 8
-  devices loads on 1.
-  """
-  step_dir = latest_checkpoint_dir(checkpoint)
-  tree = _checkpoint_tree_metadata(step_dir)
-  if "params" not in tree:
-    raise errors.UserError(f"checkpoint {step_dir} has no 'params'")
-  restore_args = jax.tree_util.tree_map(
-      lambda _: ocp.RestoreArgs(restore_type=np.ndarray), tree)
-  restored = ocp.PyTreeCheckpointer().restore(
-      step_dir / "default",
-      args=ocp.args.PyTreeRestore(restore_args=restore_args))
-  return restored["params"]
 
 
 @gin.configurable(denylist=["model_dir"])
@@ -459,15 +195,14 @@ def train(
   if batch_size % grad_accum_steps:
     raise errors.UserError(f"batch_size {batch_size} is not divisible by "
                         f"grad_accum_steps {grad_accum_steps}")
-  crash_kind, crash_step = _crash_hook()
   out_dir = check_model_dir(model_dir)
-  import_task_module(mixture_or_task_module)
-  get_task_or_mixture(mixture_or_task_name)  # fail early on a typo
+  inputs.import_task_module(mixture_or_task_module)
+  inputs.get_task_or_mixture(mixture_or_task_name)  # fail early on a typo
   # The vocabulary of the checkpoint the run starts from (or resumes), before
   # the tasks' lazy vocabularies are first read.
   vocab_lib.use_checkpoint_vocabulary(init_checkpoint, str(out_dir))
-  check_task_vocabulary(model, mixture_or_task_name)
-  save_task_vocabulary(out_dir, mixture_or_task_name)
+  inputs.check_task_vocabulary(model, mixture_or_task_name)
+  inputs.save_task_vocabulary(out_dir, mixture_or_task_name)
   rules = train_lib.default_rules()
   mesh = train_lib.make_mesh(mesh_shape)
   if batch_size // grad_accum_steps % mesh.shape["data"]:
@@ -482,7 +217,7 @@ def train(
 
   init_fn = None
   if init_checkpoint:
-    pretrained = load_params(init_checkpoint)
+    pretrained = checkpoints.load_params(init_checkpoint)
 
     def init_fn(fresh):
       try:
@@ -495,10 +230,10 @@ def train(
   state, shardings = train_lib.init_train_state(
       model, tx, rng, input_shapes, mesh, rules, init_params_fn=init_fn)
 
-  mngr = _checkpoint_manager(out_dir, checkpoint_period, keep_checkpoints)
+  mngr = checkpoints.writer(out_dir / "checkpoints", checkpoint_period,
+                            keep_checkpoints)
   start = 0
-  complete = _complete_steps(out_dir / "checkpoints")
-  latest = complete[-1][0] if complete else None
+  latest = mngr.latest_step()
   if latest is not None:
     _check_checkpoint_matches(out_dir / "checkpoints" / str(latest),
                               state.params)
@@ -512,14 +247,12 @@ def train(
   # For the checkpoint converters: the parameter shapes alone do not give the
   # config (attention kernels join heads x head_dim).
   checkpoint_io.write_config(out_dir, model.config)
-  if crash_kind == "save":
-    _arm_crash_in_save(crash_step)
 
   step_fn = train_lib.jit_train_step(
       train_lib.make_train_step(model, tx, schedule, grad_accum_steps,
                                 skip_nonfinite=nonfinite == "skip"),
       shardings, mesh, rules)
-  data = make_dataset(model, mixture_or_task_name, task_feature_lengths,
+  data = inputs.make_dataset(model, mixture_or_task_name, task_feature_lengths,
                       batch_size, "train", data_seed, pack,
                       skip_batches=start)
   log = MetricsLog(out_dir, start)
@@ -536,13 +269,14 @@ def train(
     if nonfinite == "stop":
       # The new state is never saved: the last checkpoint stays the
       # newest, and a restart resumes from it.
-      good = _complete_steps(out_dir / "checkpoints")
+      good = mngr.latest_step()
       raise errors.UserError(
           f"non-finite loss or gradient at step {done} (loss="
           f"{float(metrics['loss'])}, grad_norm="
           f"{float(metrics['grad_norm'])}); stopped, the last good "
           f"checkpoint is "
-          + (f"{good[-1][1]}" if good else "none (no step saved yet)")
+          + (f"{out_dir / 'checkpoints' / str(good)}" if good is not None
+             else "none (no step saved yet)")
           + " (train.nonfinite='skip' skips such updates)")
     logging.warning("step %d: non-finite loss/gradient, update skipped", done)
 
@@ -553,13 +287,10 @@ def train(
   try:
     for step in range(start, train_steps):
       tick = time.perf_counter()
-      batch = next_batch(data, mixture_or_task_name, step)
-      check_batch(model, batch, mixture_or_task_name, step)
+      batch = inputs.next_batch(data, mixture_or_task_name, step)
+      inputs.check_batch(model, batch, mixture_or_task_name, step)
       state, metrics = step_fn(state, batch, dropout_rng)
       done = step + 1
-      if crash_kind == "step" and done == crash_step:
-        jax.block_until_ready(state)
-        _kill_self()
       if unchecked is not None:
         check_finite(*unchecked)
       unchecked = (done, metrics)
@@ -579,9 +310,6 @@ def train(
         meter.reset()
       if done % checkpoint_period == 0 or done == train_steps:
         mngr.save(done, args=ocp.args.StandardSave(state), force=True)
-        if crash_kind == "save" and done == crash_step:
-          raise RuntimeError("REMBERT_T5X_CRASH_AT=save:N did not fire: "
-                             "orbax's commit path changed")
       bar.update(1)
   finally:
     bar.close()
