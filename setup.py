@@ -19,13 +19,15 @@ GIN_PACKAGES = ["rembert_t5x.gin_configs"] + [
     and d.name != "__pycache__"]
 
 setuptools.setup(
-    packages=["rembert_t5x", "rembert_tasks"] + GIN_PACKAGES,
+    packages=["rembert_t5x", "rembert_t5x.data", "rembert_t5x.runner",
+              "rembert_t5x.convert", "rembert_t5x.experiments",
+              "rembert_tasks"] + GIN_PACKAGES,
     # `tasks/` installs under a unique import name so it cannot collide with
     # other packages called `tasks`; subpackages of rembert_t5x.gin_configs
     # follow their parent's mapping.
     package_dir={"rembert_t5x": "rembert_t5x", "rembert_tasks": "tasks",
                  "rembert_t5x.gin_configs": "gin_configs"},
-    # The paper's reference numbers (rembert_t5x/paper_reference.py).
+    # The paper's reference numbers (rembert_t5x/experiments/paper_reference.py).
     package_data={**{p: ["*.gin"] for p in GIN_PACKAGES},
-                  "rembert_t5x": ["paper_results/*.json"]},
+                  "rembert_t5x.experiments": ["paper_results/*.json"]},
 )

@@ -20,8 +20,8 @@ import numpy as np
 from rembert_t5x import configs
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x import train_lib
-from rembert_t5x import vocabulary as vocab_lib
+from rembert_t5x.data import vocabulary as vocab_lib
+from rembert_t5x.runner import train_lib
 
 # The FLOP model lives in a module with no data-pipeline imports (it also
 # serves benchmarks/accelerator_step.py on bare accelerator machines).

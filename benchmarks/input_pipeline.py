@@ -27,7 +27,7 @@ import numpy as np  # pylint: disable=g-import-not-at-top
 
 from benchmarks import common  # pylint: disable=g-import-not-at-top
 from rembert_t5x import feature_converters  # pylint: disable=g-import-not-at-top
-from rembert_t5x import vocabulary as vocab_lib  # pylint: disable=g-import-not-at-top
+from rembert_t5x.data import vocabulary as vocab_lib  # pylint: disable=g-import-not-at-top
 
 DEFAULT_DATA = common.REPO_ROOT.parent / "shared" / "data" / "tatoeba"
 

@@ -76,7 +76,7 @@ from benchmarks import common  # pylint: disable=g-import-not-at-top,wrong-impor
 from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x import partitioning
-from rembert_t5x import train_lib
+from rembert_t5x.runner import train_lib
 
 P = jax.sharding.PartitionSpec
 GIB = 2**30

@@ -14,6 +14,7 @@ with the file's value.
 
 import difflib
 import os
+import re
 from typing import Optional, Sequence, Union
 
 import flax
@@ -23,12 +24,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rembert_t5x import _moved
+from rembert_t5x import errors
 from rembert_t5x import gin_path
 from rembert_t5x import network
 from rembert_t5x import partitioning
 
 
-class GinConfigError(ValueError):
+class GinConfigError(errors.UserError, ValueError):
   """A gin file or binding is wrong; the message names the file and binding."""
 
 
@@ -68,12 +71,12 @@ def parse_gin(
     try:
       gin.parse_config_file(f)
     except (ValueError, IOError, SyntaxError, KeyError) as e:
-      raise GinConfigError(f"gin file {f}: {_first_line(e)}") from e
+      raise GinConfigError(f"gin file {f}: {_explain(e)}") from e
   for b in bindings:
     try:
       gin.parse_config(b)
     except (ValueError, SyntaxError, KeyError) as e:
-      raise GinConfigError(f"gin binding {b!r}: {_first_line(e)}") from e
+      raise GinConfigError(f"gin binding {b!r}: {_explain(e)}") from e
   if bindings:
     _check_macros_are_used(gin_files, bindings, prefixes, read_macros)
   if finalize:
@@ -148,8 +151,21 @@ def _check_macros_are_used(gin_files: Sequence[str], bindings: Sequence[str],
 
 
 def _first_line(e: BaseException) -> str:
-  text = str(e).strip() or type(e).__name__
-  return text.splitlines()[0] if "\n" in text else text
+  return errors.first_line(e)
+
+
+_NO_MATCH = re.compile(r"No configurable matching (?:reference )?'@?([\w.]+)'")
+
+
+def _explain(e: BaseException) -> str:
+  """Gin's first line, or, for a configurable named by a module path that
+  moved in the package layout (issue 14), the new path to write instead."""
+  found = _NO_MATCH.search(str(e))
+  new = _moved.new_path(found.group(1)) if found else None
+  if new:
+    return (f"{found.group(1)} is now {new} (its module moved; update the "
+            "gin file)")
+  return _first_line(e)
 
 
 def config_from_gin(

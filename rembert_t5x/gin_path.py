@@ -15,7 +15,6 @@ nothing heavy, so `$(python -m rembert_t5x.gin_path)` costs ~50 ms.
 """
 
 import pathlib
-import sys
 from typing import Optional
 
 _PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
@@ -47,11 +46,9 @@ def search_root() -> pathlib.Path:
 
 
 def main() -> None:
-  try:
+  from rembert_t5x.runner import cli  # pylint: disable=g-import-not-at-top
+  with cli.user_errors(FileNotFoundError):
     print(search_root())
-  except FileNotFoundError as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -120,7 +120,7 @@ def entity_counts(targets: Sequence[Sequence[str]],
 
   `entity_f1` is 2 * sum(tp) / (sum(predicted) + sum(gold)) over these (an
   entity never spans two sentences), which lets bootstrap standard errors
-  (`rembert_t5x.uncertainty`) resample sentences without re-extracting.
+  (`rembert_t5x.experiments.uncertainty`) resample sentences without re-extracting.
   """
   if len(targets) != len(predictions):
     raise ValueError(
@@ -348,7 +348,7 @@ def qa_question_scores(gold_answers: Union[Mapping[str, Sequence[str]],
 
   The per-question terms `qa_scores` averages (arguments as there); a
   question without a prediction scores (0, 0). Bootstrap standard errors
-  (`rembert_t5x.uncertainty`) resample these.
+  (`rembert_t5x.experiments.uncertainty`) resample these.
   """
   exact_fn, f1_fn = _pair_scorers(normalization, lang)
   if isinstance(gold_answers, Mapping):
@@ -477,7 +477,7 @@ def qa_metric(targets: Sequence[Mapping[str, Any]],
   """seqio metric over QA *windows*, aggregated per question.
 
   The QA task yields one dataset example per context window; its
-  postprocessor (`rembert_t5x.qa.postprocess_window`) turns each window's
+  postprocessor (`rembert_t5x.data.qa.postprocess_window`) turns each window's
   target into {"example_id", "answers"} and each prediction into
   {"example_id", "score", "text"}. Here the highest-scoring window answer of
   each question is scored against its gold answers.

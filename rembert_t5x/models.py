@@ -17,7 +17,7 @@ task's `targets` vocabulary, a pass-through one for ids):
   * pair classification: `[batch, 1]` class ids.
   * token tagging: `[batch, length]` tag ids per sub-token.
   * extractive QA: `[batch, 2, length]` start (row 0) and end (row 1)
-    logits per window; `rembert_t5x.qa` post-processing does the n-best
+    logits per window; `rembert_t5x.data.qa` post-processing does the n-best
     search over windows and maps spans back to the context. The aux output
     carries the best in-window span and its score.
   * retrieval: `[batch, emb_dim]` float32 sentence embeddings (a pooled
@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rembert_t5x import cli
+from rembert_t5x import errors
 from rembert_t5x import feature_converters
 from rembert_t5x import layer_stacking
 from rembert_t5x import network
@@ -362,15 +362,15 @@ class RemBertRetrievalModel(RemBertBaseModel):
     try:  # a gin typo in the layer or pooling is reported before any work
       module.pooled_layer()
     except ValueError as e:
-      raise cli.UserError(str(e)) from e
+      raise errors.UserError(str(e)) from e
 
   def loss_fn(self, params, batch: Batch, dropout_rng=None):
     # A user error (one line from the local runner), not a missing feature.
-    raise cli.UserError(
+    raise errors.UserError(
         "RemBertRetrievalModel has no training loss: XTREME's retrieval tasks "
         "(BUCC, Tatoeba) embed sentences with the encoder as it is. Evaluate "
         "it with `t5x.eval` (gin_configs/runs/eval_tatoeba.gin, "
-        "eval_bucc.gin) or `python -m rembert_t5x.eval`; train with another "
+        "eval_bucc.gin) or `python -m rembert_t5x.runner.eval`; train with another "
         "model class.")
 
   def row_loss_weights(self, batch: Batch) -> Array:

@@ -3,7 +3,7 @@
 Every parameter and the main activations carry *logical* axis names; a
 partitioner maps them onto mesh axes ("data", "model") with the rules below.
 T5X's partitioner and our local runner read the same rules, so a model shards
-the same way under `t5x.train` and `python -m rembert_t5x.train`.
+the same way under `t5x.train` and `python -m rembert_t5x.runner.train`.
 
 The two decoupled widths get names of their own (`input_embed` for E_in and
 `output_embed` for E_out) so they can be sharded independently of the hidden

@@ -36,7 +36,7 @@ from typing import Mapping, Optional
 import gin
 import seqio
 
-from rembert_t5x import cli
+from rembert_t5x import errors
 
 # Paper §4 / Table 15: every task is fine-tuned for 3 epochs.
 EPOCHS = 3
@@ -57,7 +57,7 @@ def _import_module(module: Optional[str]) -> None:
     try:
       importlib.import_module(module)
     except ImportError as e:
-      raise cli.UserError(f"cannot import task module {module!r}: {e}") from e
+      raise errors.UserError(f"cannot import task module {module!r}: {e}") from e
 
 
 @functools.lru_cache(maxsize=None)
@@ -65,20 +65,20 @@ def num_examples(task_name: str, split: str = "train") -> int:
   """Examples in `split` of a registered task's source (cached per process).
 
   Raises:
-    cli.UserError: unknown task, a mixture (an "epoch" of a rate-sampled
+    errors.UserError: unknown task, a mixture (an "epoch" of a rate-sampled
       mixture is not defined), a missing split, or a source whose size can
       be neither read nor counted (e.g. a TFDS dataset not prepared yet).
   """
   if task_name in seqio.MixtureRegistry.names():
-    raise cli.UserError(f"{task_name!r} is a mixture: epochs are counted on "
+    raise errors.UserError(f"{task_name!r} is a mixture: epochs are counted on "
                         "one training task")
   try:
     task = seqio.get_mixture_or_task(task_name)
   except ValueError as e:
-    raise cli.UserError(f"unknown task {task_name!r} (is its module "
+    raise errors.UserError(f"unknown task {task_name!r} (is its module "
                         "imported?)") from e
   if split not in task.splits:
-    raise cli.UserError(f"task {task_name!r} has no {split!r} split "
+    raise errors.UserError(f"task {task_name!r} has no {split!r} split "
                         f"(splits: {list(task.splits)})")
   try:
     n = task.source.num_input_examples(split)
@@ -86,15 +86,15 @@ def num_examples(task_name: str, split: str = "train") -> int:
       # Sources without metadata (local files): read and count.
       n = int(task.source.get_dataset(split=split, shuffle=False)
               .reduce(0, lambda count, _: count + 1))
-  except cli.UserError:
+  except errors.UserError:
     raise
   except Exception as e:  # pylint: disable=broad-except
-    raise cli.UserError(
+    raise errors.UserError(
         f"cannot count the {split!r} examples of {task_name!r}: "
         f"{str(e).splitlines()[0] if str(e) else type(e).__name__} (is the "
         "dataset prepared / are its files there?)") from e
   if not n:
-    raise cli.UserError(f"task {task_name!r}: split {split!r} is empty")
+    raise errors.UserError(f"task {task_name!r}: split {split!r} is empty")
   return int(n)
 
 
@@ -110,7 +110,7 @@ def train_steps(mixture_or_task_name: str = gin.REQUIRED,
   evaluates this before T5X imports the task module.
   """
   if batch_size <= 0 or epochs <= 0:
-    raise cli.UserError(f"train_steps: batch_size ({batch_size}) and epochs "
+    raise errors.UserError(f"train_steps: batch_size ({batch_size}) and epochs "
                         f"({epochs}) must be positive")
   _import_module(module)
   per_epoch = math.ceil(num_examples(mixture_or_task_name, split) / batch_size)
@@ -133,7 +133,7 @@ def warmup_steps(total_steps: int = gin.REQUIRED,
 def best_step(scores: Mapping[int, float]) -> int:
   """The step with the highest score; the earliest among equals."""
   if not scores:
-    raise cli.UserError("no checkpoint scores to select from")
+    raise errors.UserError("no checkpoint scores to select from")
   return min(scores, key=lambda step: (-scores[step], step))
 
 
@@ -147,7 +147,7 @@ def read_metrics_jsonl(metrics_dir: str, task_name: str
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   path = os.path.join(metrics_dir, f"{task_name}-metrics.jsonl")
   if not tf.io.gfile.exists(path):
-    raise cli.UserError(f"{path}: no such file (no inference eval of "
+    raise errors.UserError(f"{path}: no such file (no inference eval of "
                         f"{task_name!r} was logged there)")
   out = {}
   with tf.io.gfile.GFile(path) as f:
@@ -158,12 +158,12 @@ def read_metrics_jsonl(metrics_dir: str, task_name: str
         record = json.loads(line)
         step = int(record.pop("step"))
       except (ValueError, KeyError, TypeError) as e:
-        raise cli.UserError(f"{path}:{i}: not a JSON metrics line with a "
+        raise errors.UserError(f"{path}:{i}: not a JSON metrics line with a "
                             f"'step' ({e})") from e
       out[step] = {k: v for k, v in record.items()
                    if isinstance(v, (int, float))}
   if not out:
-    raise cli.UserError(f"{path}: no metrics lines")
+    raise errors.UserError(f"{path}: no metrics lines")
   return out
 
 
@@ -184,7 +184,7 @@ def select_checkpoint(metrics_dir: str, task_name: str,
     if tf.io.gfile.isdir(os.path.join(checkpoint_dir, f"checkpoint_{step}")):
       scores[step] = task_score(m)
   if not scores:
-    raise cli.UserError(
+    raise errors.UserError(
         f"none of the evaluated steps {sorted(metrics)} of {task_name!r} has "
         f"a checkpoint_<step> under {checkpoint_dir}")
   step = best_step(scores)
@@ -209,7 +209,10 @@ def main(argv=None) -> None:
   select.add_argument("--checkpoint_dir", required=True,
                       help="the fine-tuning MODEL_DIR")
   args = parser.parse_args(argv)
-  try:
+  # The handler lives with the runner's command line; protocol is core, so
+  # import it only when run as a command.
+  from rembert_t5x.runner import cli  # pylint: disable=g-import-not-at-top
+  with cli.user_errors():
     if args.command == "steps":
       print(train_steps(args.task, args.batch_size, args.epochs, args.split,
                         args.module))
@@ -220,9 +223,6 @@ def main(argv=None) -> None:
             f"{json.dumps({str(k): round(v, 3) for k, v in sorted(scores.items())})}",
             file=sys.stderr)
       print(path)
-  except cli.UserError as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from rembert_t5x import xtreme_readers
+from rembert_t5x.data import xtreme_readers
 
 # Retrieval `targets[0]`: which side of a parallel corpus a sentence is on.
 SIDE_SOURCE = 0   # the non-English sentence

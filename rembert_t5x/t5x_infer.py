@@ -60,12 +60,13 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-from rembert_t5x import qa
-# The local runner's vocabulary check. Imported with this module (when gin
-# parses a run file): it registers a gin configurable, which gin refuses
-# once t5x.infer has locked the config.
-from rembert_t5x import train
-from rembert_t5x import xtreme_preprocessors as xp
+# The local runner's vocabulary check (`inputs.check_task_vocabulary`).
+# Imported with this module (when gin parses a run file), never later: a
+# module registering a gin configurable after t5x.infer has locked the config
+# is refused.
+from rembert_t5x.data import inputs
+from rembert_t5x.data import qa
+from rembert_t5x.data import xtreme_preprocessors as xp
 
 _PREDICT_MODES = ("predict", "predict_with_aux")
 _DIGITS = 4  # rounding of the probabilities and scores written
@@ -376,9 +377,9 @@ def verify_task_vocabulary(dataset_cfg: Any, model: Any) -> None:
     model: a `rembert_t5x.models` model.
 
   Raises:
-    rembert_t5x.cli.UserError: naming the task and both sizes.
+    rembert_t5x.errors.UserError: naming the task and both sizes.
   """
   if getattr(dataset_cfg, "module", None):
     importlib.import_module(dataset_cfg.module)
   name = dataset_cfg.mixture_or_task_name
-  train.check_task_vocabulary(model, getattr(name, "name", name))
+  inputs.check_task_vocabulary(model, getattr(name, "name", name))

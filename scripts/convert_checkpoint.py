@@ -27,10 +27,9 @@ Bad input ends with one `error: ...` line and exit code 2.
 """
 
 import argparse
-import sys
 
-from rembert_t5x import checkpoint_io
-from rembert_t5x import cli
+from rembert_t5x.convert import checkpoint_io
+from rembert_t5x.runner import cli
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -72,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> None:
   args = _parser().parse_args(argv)
-  try:
+  with cli.user_errors():
     if args.command == "hf-to-t5x":
       summary = checkpoint_io.hf_to_t5x(
           args.hf_dir, args.output_dir, gin_file=args.gin_file,
@@ -83,7 +82,7 @@ def main(argv=None) -> None:
           args.checkpoint_dir, args.output_dir, gin_file=args.gin_file,
           hf_vocab_size=args.hf_vocab_size, overwrite=args.overwrite)
     elif args.command == "t5x-native":
-      from rembert_t5x import t5x_export  # pylint: disable=g-import-not-at-top
+      from rembert_t5x.convert import t5x_export  # pylint: disable=g-import-not-at-top
       summary = t5x_export.t5x_native(
           args.checkpoint_dir, args.output_dir, gin_file=args.gin_file,
           optimizer=args.optimizer, overwrite=args.overwrite)
@@ -92,9 +91,6 @@ def main(argv=None) -> None:
           args.tf_checkpoint, args.output_dir, config_json=args.config_json,
           gin_file=args.gin_file, vocab_size=args.vocab_size,
           vocab=args.vocab, overwrite=args.overwrite)
-  except cli.UserError as e:
-    print(f"error: {str(e).strip().splitlines()[0]}", file=sys.stderr)
-    sys.exit(2)
   print(summary.to_json())
 
 

@@ -5,14 +5,14 @@ r"""Prints pre-training and fine-tuning parameter counts of a model gin file.
 
 prints one JSON line {"pretraining_params": N, "finetuning_params": M},
 counted from the initialised parameter tree (shapes only, via jax.eval_shape).
-Flags are the local runner's (`rembert_t5x.cli`): `--gin.KEY=VALUE` is the
+Flags are the local runner's (`rembert_t5x.runner.cli`): `--gin.KEY=VALUE` is the
 binding `KEY = VALUE`; a user error is one `error: ...` line and exit code 2.
 """
 
 import json
 
-from rembert_t5x import cli
 from rembert_t5x import configs
+from rembert_t5x.runner import cli
 
 
 def main(args: cli.GinArgs) -> None:

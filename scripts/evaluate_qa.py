@@ -18,6 +18,7 @@ from absl import app
 from absl import flags
 
 from rembert_t5x import metrics
+from rembert_t5x.runner import cli
 
 _DATASET_FILE = flags.DEFINE_string(
     "dataset_file", None, "SQuAD-format JSON with gold answers.",
@@ -45,13 +46,10 @@ def main(argv):
     print(f"Unanswered question {question_id} will receive score 0.",
           file=sys.stderr)
 
-  try:
+  with cli.user_errors(ValueError):
     scores = metrics.evaluate_prediction_file(
         _DATASET_FILE.value, _PREDICTION_FILE.value, _NORMALIZATION.value,
         _LANG.value, on_missing=note_missing)
-  except ValueError as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
   print(json.dumps(scores))
 
 

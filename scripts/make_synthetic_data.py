@@ -3,7 +3,7 @@ r"""Writes the synthetic multilingual corpus and XTREME-format tasks.
   python scripts/make_synthetic_data.py --workdir=/tmp/rembert_synthetic
 
 Takes about a second with the defaults. The file layout and formats are
-described in rembert_t5x/synthetic.py; prints the path of manifest.json and
+described in rembert_t5x/data/synthetic.py; prints the path of manifest.json and
 the trivial-baseline (chance) scores of the dev sets as JSON.
 """
 
@@ -13,8 +13,8 @@ import os
 from absl import app
 from absl import flags
 
-from rembert_t5x import synthetic
-from rembert_t5x import synthetic_baselines
+from rembert_t5x.data import synthetic
+from rembert_t5x.experiments import synthetic_baselines
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "Output directory.",
                                required=True)

@@ -43,7 +43,7 @@ step() { echo "=== [$((SECONDS - START))s] $*"; }
 step "synthetic data and vocabulary in $WORK"
 python - <<'PY'
 import glob, os, shutil
-from rembert_t5x import synthetic, vocabulary
+from rembert_t5x.data import synthetic, vocabulary
 data = os.environ["REMBERT_SMOKE_DATA"]
 files = synthetic.generate(data, corpus_sentences=400, pair_train=64,
                            tag_train=64, qa_train=64, eval_examples=16)

@@ -4,16 +4,16 @@ r"""Trains a RemBERT SentencePiece unigram vocabulary on multilingual text.
       --alpha=0.5 --model_prefix=/tmp/rembert_spm
 
 One file (or folder) per language; the language code comes from the name
-(see rembert_t5x/text_sources.py). Prints the path of the written model.
+(see rembert_t5x/data/text_sources.py). Prints the path of the written model.
 """
 
-import sys
 
 from absl import app
 from absl import flags
 
-from rembert_t5x import text_sources
-from rembert_t5x import vocabulary
+from rembert_t5x.data import text_sources
+from rembert_t5x.data import vocabulary
+from rembert_t5x.runner import cli
 
 _INPUT_DIR = flags.DEFINE_string(
     "input_dir", None, "Directory with one text file or folder per language.")
@@ -37,7 +37,8 @@ flags.mark_flag_as_required("model_prefix")
 
 def main(argv):
   del argv
-  try:
+  # Bad input (ValueError, OSError): one line, no traceback.
+  with cli.user_errors(ValueError, OSError):
     files_by_lang = text_sources.find_language_files(
         input_dir=_INPUT_DIR.value, input_glob=_INPUT_GLOB.value)
     path = vocabulary.train_sentencepiece(
@@ -49,9 +50,6 @@ def main(argv):
         seed=_SEED.value,
         character_coverage=_CHARACTER_COVERAGE.value,
         num_threads=_NUM_THREADS.value)
-  except (ValueError, OSError) as e:  # bad input: one line, no traceback
-    print(f"error: {str(e).strip().splitlines()[0]}", file=sys.stderr)
-    sys.exit(2)
   print(path)
 
 

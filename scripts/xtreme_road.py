@@ -11,7 +11,7 @@ r"""From the released RemBERT to Table 16, in one command (README section
       --xtreme_dir=xtreme/download --train_steps=0 --seeds=0,1,2
 
 Steps: (1) the Hugging Face directory (--hf_dir, or a tiny one built here),
-(2) `convert_checkpoint.py hf-to-t5x`, (3) `python -m rembert_t5x.sweep
+(2) `convert_checkpoint.py hf-to-t5x`, (3) `python -m rembert_t5x.experiments.sweep
 --experiment=table15 --xtreme_dir=...` (fine-tune on English, select on
 English dev, evaluate every language), (4) the Table-16-style table with the
 paper's numbers, printed and written to WORKDIR/sweep/sweep.md. Each step
@@ -33,8 +33,8 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from rembert_t5x import cli  # pylint: disable=g-import-not-at-top,wrong-import-position
-from rembert_t5x import xtreme_road  # pylint: disable=g-import-not-at-top,wrong-import-position
+from rembert_t5x.runner import cli  # pylint: disable=g-import-not-at-top,wrong-import-position
+from rembert_t5x.experiments import xtreme_road  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 def main(argv=None) -> None:
@@ -68,7 +68,7 @@ def main(argv=None) -> None:
     print(f"error: --data_dir {args.data_dir}: no such directory (needed to "
           "build the tiny model or folder)", file=sys.stderr)
     sys.exit(2)
-  try:
+  with cli.user_errors(ValueError):
     xtreme_road.run_road(
         args.workdir, args.data_dir, hf_dir=args.hf_dir,
         xtreme_dir=args.xtreme_dir, grids=args.tasks.split(","),
@@ -76,9 +76,6 @@ def main(argv=None) -> None:
         batch_size=args.batch_size, examples=args.examples,
         qa_paragraphs=args.qa_paragraphs,
         languages=args.languages.split(",") if args.languages else None)
-  except (cli.UserError, ValueError) as e:
-    print(f"error: {e}", file=sys.stderr)
-    sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -22,15 +22,14 @@ XTREME's `evaluate.py` does. Metric: entity-level F1 (seqeval, IOB2),
 percent.
 """
 
-import functools
 import os
 from typing import List, Optional, Sequence
 
 import seqio
 
 from rembert_t5x import metrics
-from rembert_t5x import xtreme_preprocessors as xp
-from rembert_t5x import xtreme_readers
+from rembert_t5x.data import xtreme_readers
+from rembert_tasks import registry
 
 PANX_LANGUAGES = (
     "af", "ar", "bg", "bn", "de", "el", "en", "es", "et", "eu", "fa", "fi",
@@ -43,24 +42,9 @@ XTREME_DIR_ENV = "REMBERT_XTREME_DIR"
 
 
 def _register(source_for, vocabulary, prefix, languages) -> List[str]:
-  vocabulary = vocabulary or xp.DefaultVocabulary()
-  common = dict(
-      output_features=xp.tagging_output_features(vocabulary, LABELS),
-      preprocessors=[xp.add_example_index,
-                     xp.split_long_sentences,
-                     functools.partial(xp.align_word_tags,
-                                       num_tags=len(LABELS))],
-      postprocess_fn=xp.TaggingPostprocessor(LABELS, fill_tag="O"),
-      metric_fns=[xp.WholeSentences(metrics.entity_f1_metric)])
-  train_name = f"{prefix}panx_train_en"
-  xp.add_task(train_name, source=source_for("train", "en"), **common)
-  names = [train_name]
-  for lang in languages:
-    name = f"{prefix}panx_{lang}"
-    xp.add_task(name, source=source_for("eval", lang), **common)
-    names.append(name)
-  xp.add_mixture(f"{prefix}panx_zeroshot", names)
-  return names
+  return registry.register_tagging(
+      "panx", source_for, languages, prefix=prefix, labels=LABELS,
+      vocabulary=vocabulary, metric_fn=metrics.entity_f1_metric)
 
 
 def register_panx(vocabulary: Optional[seqio.Vocabulary] = None,
@@ -82,16 +66,9 @@ def register_panx_local(data_dir: str,
                         ) -> List[str]:
   """Registers PAN-X tasks over XTREME's `{data_dir}/panx/*.tsv` files."""
 
-  def source_for(role, lang):
-    path = functools.partial(xtreme_readers.xtreme_split_file, data_dir,
-                             "panx", lang=lang)
-    if role == "train":
-      paths = {"train": path("train")}
-    else:
-      paths = {"validation": path("dev"), "test": path("test")}
-    return xtreme_readers.tagging_source(paths, LABELS,
-                                         strip_prefix=f"{lang}:")
-
+  source_for = registry.xtreme_files(
+      data_dir, "panx", lambda paths, lang: xtreme_readers.tagging_source(
+          paths, LABELS, strip_prefix=f"{lang}:"))
   return _register(source_for, vocabulary, prefix, languages)
 
 

@@ -15,15 +15,14 @@ Metric: accuracy (percent). The model predicts one class id per example
 (0 = different meaning, 1 = paraphrase).
 """
 
-import functools
 import os
 from typing import List, Optional, Sequence
 
 import seqio
 
 from rembert_t5x import metrics
-from rembert_t5x import xtreme_preprocessors as xp
-from rembert_t5x import xtreme_readers
+from rembert_t5x.data import xtreme_readers
+from rembert_tasks import registry
 
 PAWSX_LANGUAGES = ("de", "en", "es", "fr", "ja", "ko", "zh")
 LABELS = xtreme_readers.PAWSX_LABELS
@@ -31,23 +30,9 @@ XTREME_DIR_ENV = "REMBERT_XTREME_DIR"
 
 
 def _register(source_for, vocabulary, prefix, languages) -> List[str]:
-  vocabulary = vocabulary or xp.DefaultVocabulary()
-  common = dict(
-      output_features=xp.pair_output_features(vocabulary, LABELS),
-      preprocessors=[xp.add_example_index,
-                     functools.partial(xp.encode_sentence_pair,
-                                       num_classes=len(LABELS))],
-      postprocess_fn=xp.pair_label_postprocessor,
-      metric_fns=[metrics.accuracy_metric])
-  train_name = f"{prefix}pawsx_train_en"
-  xp.add_task(train_name, source=source_for("train", "en"), **common)
-  names = [train_name]
-  for lang in languages:
-    name = f"{prefix}pawsx_{lang}"
-    xp.add_task(name, source=source_for("eval", lang), **common)
-    names.append(name)
-  xp.add_mixture(f"{prefix}pawsx_zeroshot", names)
-  return names
+  return registry.register_pair(
+      "pawsx", source_for, languages, prefix=prefix, labels=LABELS,
+      vocabulary=vocabulary, metric_fn=metrics.accuracy_metric)
 
 
 def register_pawsx(vocabulary: Optional[seqio.Vocabulary] = None,
@@ -69,16 +54,9 @@ def register_pawsx_local(data_dir: str,
                          ) -> List[str]:
   """Registers PAWS-X tasks over XTREME's `{data_dir}/pawsx/*.tsv` files."""
 
-  def path(split, lang):
-    return xtreme_readers.xtreme_split_file(data_dir, "pawsx", split, lang)
-
-  def source_for(role, lang):
-    if role == "train":
-      paths = {"train": path("train", "en")}
-    else:
-      paths = {"validation": path("dev", lang), "test": path("test", lang)}
-    return xtreme_readers.pair_source(paths, xtreme_readers.PAWSX_LABEL_IDS)
-
+  source_for = registry.xtreme_files(
+      data_dir, "pawsx", lambda paths, lang: xtreme_readers.pair_source(
+          paths, xtreme_readers.PAWSX_LABEL_IDS))
   return _register(source_for, vocabulary, prefix, languages)
 
 

@@ -15,9 +15,9 @@ the TFDS metadata (which needs the prepared dataset or its dataset_info);
 pass `example_counts` to the register functions where it is absent. Users'
 own text files are registered with `register_local_text_mlm`.
 
-Every task uses `rembert_t5x.vocabulary.default_vocabulary()` unless given
+Every task uses `rembert_t5x.data.vocabulary.default_vocabulary()` unless given
 one; it resolves its file when used ($REMBERT_SPM_PATH, else the vocabulary of
-the checkpoint the run starts from; see rembert_t5x/vocabulary.py).
+the checkpoint the run starts from; see rembert_t5x/data/vocabulary.py).
 
 Task names use `_` for `-` in language codes (seqio names allow no `-`).
 """
@@ -29,9 +29,10 @@ from typing import Dict, List, Mapping, Optional, Sequence
 import seqio
 import tensorflow as tf
 
-from rembert_t5x import preprocessors
-from rembert_t5x import text_sources
-from rembert_t5x import vocabulary as vocab_lib
+from rembert_t5x.data import preprocessors
+from rembert_t5x.data import text_sources
+from rembert_t5x.data import vocabulary as vocab_lib
+from rembert_tasks import registry
 
 MC4_TFDS_NAME = "c4/multilingual:3.1.0"
 WIKIPEDIA_TFDS_NAME = "wikipedia/20230601.{lang}:1.0.0"
@@ -107,15 +108,11 @@ def mlm_preprocessors(text_key: str = "text",
 
 
 def _add_task(name: str, **kwargs) -> str:
-  seqio.TaskRegistry.remove(name)  # Re-registration replaces.
-  seqio.TaskRegistry.add(name, **kwargs)
-  return name
+  return registry.add_task(name, **kwargs).name
 
 
 def _add_mixture(name: str, tasks_and_rates) -> str:
-  seqio.MixtureRegistry.remove(name)
-  seqio.MixtureRegistry.add(name, tasks_and_rates)
-  return name
+  return registry.add_mixture(name, tasks_and_rates).name
 
 
 def _check_languages(languages: Sequence[str], known: Sequence[str],
@@ -237,7 +234,7 @@ def register_local_text_mlm(
     files_by_lang: language code -> text files. Exactly one of this and
       `directory`.
     directory: a folder with one file or sub-folder per language (see
-      rembert_t5x/text_sources.py).
+      rembert_t5x/data/text_sources.py).
     vocabulary: defaults to `default_vocabulary()`.
     sequence_length: fixed packed length; None takes seqio's
       `input_tokens` length.

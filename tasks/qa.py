@@ -30,9 +30,9 @@ blank is an error naming the file (`qa.check_gold_answers`), never a silent
 score of 0.
 
 Each dataset element is one window of a question's context
-(`rembert_t5x.qa.qa_windows_preprocessor`). The model predicts, per window,
+(`rembert_t5x.data.qa.qa_windows_preprocessor`). The model predicts, per window,
 start and end logits `[2, length]`; the postprocessor
-(`rembert_t5x.qa.postprocess_window`) picks the window's best span from the
+(`rembert_t5x.data.qa.postprocess_window`) picks the window's best span from the
 n-best start/end candidates and maps it to context characters, and the
 metric keeps each question's best window. Metrics: SQuAD v1.1 EM/F1 for
 SQuAD, XQuAD and TyDiQA; MLQA EM/F1 with the answer language's rules for
@@ -47,8 +47,9 @@ import seqio
 import tensorflow as tf
 
 from rembert_t5x import metrics
-from rembert_t5x import qa
-from rembert_t5x import xtreme_preprocessors as xp
+from rembert_t5x.data import lazy_vocabulary
+from rembert_t5x.data import qa
+from rembert_tasks import registry
 
 XQUAD_LANGUAGES = ("ar", "de", "el", "en", "es", "hi", "ru", "th", "tr", "vi",
                    "zh")
@@ -103,7 +104,7 @@ def _register_task(name: str, source: seqio.DataSource,
       doc_stride=settings["doc_stride"],
       max_query_length=settings["max_query_length"],
       source=label, on_misaligned=on_misaligned)
-  xp.add_task(
+  registry.add_task(
       name, source=source,
       preprocessors=[*filters, windows],
       output_features=qa.output_features(vocabulary,
@@ -139,7 +140,7 @@ def _register_family(sources: Mapping[str, Callable[..., seqio.DataSource]],
   Returns:
     The registered task names.
   """
-  vocabulary = vocabulary or xp.DefaultVocabulary()
+  vocabulary = vocabulary or lazy_vocabulary.DefaultVocabulary()
   names = []
 
   def add(name, key, lang, metric_fn, on_misaligned, filters=()):
@@ -172,9 +173,9 @@ def _register_family(sources: Mapping[str, Callable[..., seqio.DataSource]],
   tydi = [add(f"{prefix}tydiqa_{lang}", "tydiqa", lang, metrics.squad_metric,
               "ignore", tydi_filters(lang)) for lang in languages["tydiqa"]]
 
-  xp.add_mixture(f"{prefix}xquad_zeroshot", [squad_train, squad_dev, *xquad])
-  xp.add_mixture(f"{prefix}mlqa_zeroshot", [squad_train, squad_dev, *mlqa])
-  xp.add_mixture(f"{prefix}tydiqa_zeroshot", [tydi_train, *tydi])
+  registry.add_mixture(f"{prefix}xquad_zeroshot", [squad_train, squad_dev, *xquad])
+  registry.add_mixture(f"{prefix}mlqa_zeroshot", [squad_train, squad_dev, *mlqa])
+  registry.add_mixture(f"{prefix}tydiqa_zeroshot", [tydi_train, *tydi])
   return names
 
 

@@ -7,7 +7,7 @@ returns one embedding per example, the mean of the hidden states after
 layer L/2 + 2 as XTREME does (network.RemBertForRetrieval), and the metric
 (rembert_t5x.retrieval_metrics) compares the two sides by cosine. Run with
 gin_configs/runs/eval_tatoeba.gin / eval_bucc.gin (t5x.eval) or
-local_eval_retrieval.gin (python -m rembert_t5x.eval).
+local_eval_retrieval.gin (python -m rembert_t5x.runner.eval).
 
 Registered names (prefix "rembert_" by default):
 
@@ -40,8 +40,10 @@ from typing import List, Mapping, Optional
 import seqio
 
 from rembert_t5x import retrieval_metrics
-from rembert_t5x import xtreme_preprocessors as xp
-from rembert_t5x import xtreme_readers
+from rembert_t5x.data import lazy_vocabulary
+from rembert_t5x.data import xtreme_preprocessors as xp
+from rembert_t5x.data import xtreme_readers
+from rembert_tasks import registry
 
 # XTREME's 36 Tatoeba languages: ISO 639-1 -> LASER's ISO 639-3 file code.
 TATOEBA_LANGUAGES = {
@@ -59,7 +61,7 @@ XTREME_DIR_ENV = "REMBERT_XTREME_DIR"
 
 
 def _add(name, source, vocabulary, preprocessors, metric) -> str:
-  xp.add_task(
+  registry.add_task(
       name, source=source,
       output_features=xp.retrieval_output_features(vocabulary),
       preprocessors=[*preprocessors, xp.encode_single_sentence],
@@ -73,14 +75,14 @@ def register_tatoeba(vocabulary: Optional[seqio.Vocabulary] = None,
                      languages: Mapping[str, str] = TATOEBA_LANGUAGES
                      ) -> List[str]:
   """Registers the TFDS-backed Tatoeba tasks and mixture; returns names."""
-  vocabulary = vocabulary or xp.DefaultVocabulary()
+  vocabulary = vocabulary or lazy_vocabulary.DefaultVocabulary()
   names = []
   for lang in languages:
     source = seqio.TfdsDataSource(f"tatoeba/tatoeba_{lang}:1.0.0",
                                   splits={"test": "train"})
     names.append(_add(f"{prefix}tatoeba_{lang}", source, vocabulary,
                       [xp.split_parallel_pairs], retrieval_metrics.tatoeba_metric))
-  xp.add_mixture(f"{prefix}tatoeba_zeroshot", names)
+  registry.add_mixture(f"{prefix}tatoeba_zeroshot", names)
   return names
 
 
@@ -94,14 +96,14 @@ def register_tatoeba_local(data_dir: str,
   `languages` maps each task's language code to the file code, e.g.
   {"de": "deu"}; any code the files use works.
   """
-  vocabulary = vocabulary or xp.DefaultVocabulary()
+  vocabulary = vocabulary or lazy_vocabulary.DefaultVocabulary()
   names = []
   for lang, lang3 in languages.items():
     source = xtreme_readers.parallel_source(
         *xtreme_readers.tatoeba_files(data_dir, lang3), split="test")
     names.append(_add(f"{prefix}tatoeba_{lang}", source, vocabulary, [],
                       retrieval_metrics.tatoeba_metric))
-  xp.add_mixture(f"{prefix}tatoeba_zeroshot", names)
+  registry.add_mixture(f"{prefix}tatoeba_zeroshot", names)
   return names
 
 
@@ -110,7 +112,7 @@ def register_bucc_local(data_dir: str,
                         prefix: str = "rembert_local_",
                         languages=BUCC_LANGUAGES) -> List[str]:
   """Registers BUCC 2018 dev tasks over `{data_dir}/bucc2018/` files."""
-  vocabulary = vocabulary or xp.DefaultVocabulary()
+  vocabulary = vocabulary or lazy_vocabulary.DefaultVocabulary()
   names = []
   for lang in languages:
     files = xtreme_readers.bucc_files(data_dir, lang, "dev")
@@ -119,7 +121,7 @@ def register_bucc_local(data_dir: str,
     metric = retrieval_metrics.BuccMetric(files["source"], files["target"], files["gold"])
     names.append(_add(f"{prefix}bucc_{lang}", source, vocabulary, [],
                       metric))
-  xp.add_mixture(f"{prefix}bucc_zeroshot", names)
+  registry.add_mixture(f"{prefix}bucc_zeroshot", names)
   return names
 
 

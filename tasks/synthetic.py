@@ -3,7 +3,7 @@
 A corpus in several made-up languages that share one latent grammar, a
 SentencePiece vocabulary trained on it, and three fine-tuning tasks in the
 XTREME file formats (pair classification, entity tagging, extractive QA) with
-training data in one language only (`rembert_t5x.synthetic`). Everything is
+training data in one language only (`rembert_t5x.data.synthetic`). Everything is
 generated locally in seconds, so pre-training, fine-tuning and zero-shot
 evaluation run with no download.
 
@@ -19,7 +19,7 @@ to train the vocabulary, later ones reuse it) and registers:
   rembert_synthetic_{pair,tag,qa}_zeroshot  the above, as a mixture
 
 Every metric comes with its evaluation-set standard error (`<metric>_se`,
-a bootstrap over examples, sentences or questions; `rembert_t5x.uncertainty`).
+a bootstrap over examples, sentences or questions; `rembert_t5x.experiments.uncertainty`).
 
 `prepare` and `register_synthetic` let the demo and tests use their own
 directory and name prefix.
@@ -34,13 +34,13 @@ import shutil
 import tempfile
 from typing import Any, Dict, Optional
 
-from rembert_t5x import qa
-from rembert_t5x import synthetic
-from rembert_t5x import uncertainty
-from rembert_t5x import vocabulary as vocabulary_lib
-from rembert_t5x import xtreme_preprocessors as xp
-from rembert_t5x import xtreme_readers
+from rembert_t5x.data import qa
+from rembert_t5x.data import synthetic
+from rembert_t5x.data import vocabulary as vocabulary_lib
+from rembert_t5x.data import xtreme_readers
+from rembert_t5x.experiments import uncertainty
 from rembert_tasks import pretraining
+from rembert_tasks import registry
 
 DATA_DIR_ENV = "REMBERT_SYNTHETIC_DIR"
 DEFAULT_DATA_DIR = os.path.join(
@@ -129,37 +129,29 @@ def register_synthetic(manifest: Dict[str, Any], prefix: str = PREFIX,
       files_by_lang={l: [_path(manifest, "corpus", l)] for l in langs},
       vocabulary=vocabulary)}
 
-  def family(name, make_source, common):
-    tasks = [f"{prefix}{name}_train"]
-    xp.add_task(tasks[0], source=make_source(
-        {"train": _path(manifest, name, "train", train_lang)}, train_lang),
-                **common)
-    for lang in langs:
-      tasks.append(f"{prefix}{name}_{lang}")
-      xp.add_task(tasks[-1], source=make_source(
-          {"validation": _path(manifest, name, "dev", lang),
-           "test": _path(manifest, name, "test", lang)}, lang), **common)
-    names[name] = f"{prefix}{name}_zeroshot"
-    xp.add_mixture(names[name], tasks)
+  def sources(name, make_source):
+    def source_for(role, lang):
+      if role == "train":
+        return make_source({"train": _path(manifest, name, "train", lang)},
+                           lang)
+      return make_source({"validation": _path(manifest, name, "dev", lang),
+                          "test": _path(manifest, name, "test", lang)}, lang)
+    return source_for
 
-  family("pair", lambda paths, lang: xtreme_readers.pair_source(
-      paths, PAIR_LABEL_IDS), dict(
-          output_features=xp.pair_output_features(
-              vocabulary, xtreme_readers.PAWSX_LABELS),
-          preprocessors=[xp.add_example_index,
-                         functools.partial(xp.encode_sentence_pair,
-                                           num_classes=2)],
-          postprocess_fn=xp.pair_label_postprocessor,
-          metric_fns=[uncertainty.accuracy_with_se]))
-  family("tag", lambda paths, lang: xtreme_readers.tagging_source(
-      paths, synthetic.TAGS, strip_prefix=f"{lang}:"), dict(
-          output_features=xp.tagging_output_features(
-              vocabulary, synthetic.TAGS),
-          preprocessors=[xp.add_example_index,
-                         functools.partial(xp.align_word_tags,
-                                           num_tags=len(synthetic.TAGS))],
-          postprocess_fn=xp.TaggingPostprocessor(synthetic.TAGS, fill_tag="O"),
-          metric_fns=[uncertainty.entity_f1_with_se]))
+  # Training tasks are `<prefix><family>_train` (one training language).
+  family = dict(languages=langs, prefix=prefix, train_task="train",
+                train_language=train_lang)
+  registry.register_pair(
+      "pair", sources("pair", lambda paths, lang: xtreme_readers.pair_source(
+          paths, PAIR_LABEL_IDS)),
+      labels=xtreme_readers.PAWSX_LABELS, vocabulary=vocabulary,
+      metric_fn=uncertainty.accuracy_with_se, **family)
+  # Synthetic sentences fit the input: no long-sentence split.
+  registry.register_tagging(
+      "tag", sources("tag", lambda paths, lang: xtreme_readers.tagging_source(
+          paths, synthetic.TAGS, strip_prefix=f"{lang}:")),
+      labels=synthetic.TAGS, vocabulary=vocabulary,
+      metric_fn=uncertainty.entity_f1_with_se, split_long=False, **family)
 
   windows = functools.partial(
       qa.qa_windows_preprocessor,
@@ -167,14 +159,16 @@ def register_synthetic(manifest: Dict[str, Any], prefix: str = PREFIX,
       doc_stride=QA_SETTINGS["doc_stride"],
       max_query_length=QA_SETTINGS["max_query_length"],
       source="synthetic", on_misaligned="raise")
-  family("qa", lambda paths, lang: _squad_source(paths), dict(
+  registry.register_zero_shot(
+      "qa", sources("qa", lambda paths, lang: _squad_source(paths)),
       output_features=qa.output_features(vocabulary,
                                          QA_SETTINGS["max_seq_length"]),
       preprocessors=[windows],
       postprocess_fn=functools.partial(
           qa.postprocess_window, n_best=QA_SETTINGS["n_best"],
           max_answer_length=QA_SETTINGS["max_answer_length"]),
-      metric_fns=[uncertainty.squad_with_se]))
+      metric_fns=[uncertainty.squad_with_se], **family)
+  names.update({f: f"{prefix}{f}_zeroshot" for f in ("pair", "tag", "qa")})
   return names
 
 

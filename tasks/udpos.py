@@ -37,8 +37,8 @@ from typing import Dict, List, Optional, Sequence
 import seqio
 
 from rembert_t5x import metrics
-from rembert_t5x import xtreme_preprocessors as xp
-from rembert_t5x import xtreme_readers
+from rembert_t5x.data import xtreme_readers
+from rembert_tasks import registry
 
 UDPOS_LANGUAGES = (
     "af", "ar", "bg", "de", "el", "en", "es", "et", "eu", "fa", "fi", "fr",
@@ -69,25 +69,10 @@ def tfds_name(lang: str) -> str:
 
 def _register(source_for, vocabulary, prefix, languages,
               extra_preprocessors) -> List[str]:
-  vocabulary = vocabulary or xp.DefaultVocabulary()
-  common = dict(
-      output_features=xp.tagging_output_features(vocabulary, LABELS),
-      preprocessors=[*extra_preprocessors,
-                     xp.add_example_index,
-                     xp.split_long_sentences,
-                     functools.partial(xp.align_word_tags,
-                                       num_tags=len(LABELS))],
-      postprocess_fn=xp.TaggingPostprocessor(LABELS, fill_tag="O"),
-      metric_fns=[xp.WholeSentences(metrics.pos_metric)])
-  train_name = f"{prefix}udpos_train_en"
-  xp.add_task(train_name, source=source_for("train", "en"), **common)
-  names = [train_name]
-  for lang in languages:
-    name = f"{prefix}udpos_{lang}"
-    xp.add_task(name, source=source_for("eval", lang), **common)
-    names.append(name)
-  xp.add_mixture(f"{prefix}udpos_zeroshot", names)
-  return names
+  return registry.register_tagging(
+      "udpos", source_for, languages, prefix=prefix, labels=LABELS,
+      vocabulary=vocabulary, metric_fn=metrics.pos_metric,
+      extra_preprocessors=extra_preprocessors)
 
 
 def register_udpos(vocabulary: Optional[seqio.Vocabulary] = None,
@@ -124,16 +109,10 @@ def register_udpos_local(data_dir: str,
                          ) -> List[str]:
   """Registers UD-POS tasks over XTREME's `{data_dir}/udpos/*.tsv` files."""
 
-  def source_for(role, lang):
-    path = functools.partial(xtreme_readers.xtreme_split_file, data_dir,
-                             "udpos", lang=lang)
-    if role == "train":
-      paths = {"train": path("train")}
-    else:
-      paths = {split: path(name)
-               for split, name in local_eval_splits(lang).items()}
-    return xtreme_readers.tagging_source(paths, LABELS)
-
+  source_for = registry.xtreme_files(
+      data_dir, "udpos",
+      lambda paths, lang: xtreme_readers.tagging_source(paths, LABELS),
+      eval_splits=local_eval_splits)
   return _register(source_for, vocabulary, prefix, languages, [])
 
 

@@ -21,8 +21,9 @@ from typing import List, Optional, Sequence
 import seqio
 
 from rembert_t5x import metrics
-from rembert_t5x import xtreme_preprocessors as xp
-from rembert_t5x import xtreme_readers
+from rembert_t5x.data import xtreme_preprocessors as xp
+from rembert_t5x.data import xtreme_readers
+from rembert_tasks import registry
 
 XNLI_LANGUAGES = ("ar", "bg", "de", "el", "en", "es", "fr", "hi", "ru", "sw",
                   "th", "tr", "ur", "vi", "zh")
@@ -32,25 +33,12 @@ XTREME_DIR_ENV = "REMBERT_XTREME_DIR"
 
 def _register(source_for, vocabulary, prefix, languages,
               train_preprocessors, eval_preprocessors) -> List[str]:
-  vocabulary = vocabulary or xp.DefaultVocabulary()
-  features = xp.pair_output_features(vocabulary, LABELS)
-  encode = functools.partial(xp.encode_sentence_pair, num_classes=len(LABELS))
-  common = dict(output_features=features,
-                postprocess_fn=xp.pair_label_postprocessor,
-                metric_fns=[metrics.accuracy_metric])
-  train_name = f"{prefix}xnli_train_en"
-  xp.add_task(train_name, source=source_for("train", "en"),
-              preprocessors=[*train_preprocessors, xp.add_example_index,
-                             encode], **common)
-  names = [train_name]
-  for lang in languages:
-    name = f"{prefix}xnli_{lang}"
-    xp.add_task(name, source=source_for("eval", lang),
-                preprocessors=[*eval_preprocessors(lang),
-                               xp.add_example_index, encode], **common)
-    names.append(name)
-  xp.add_mixture(f"{prefix}xnli_zeroshot", names)
-  return names
+  return registry.register_pair(
+      "xnli", source_for, languages, prefix=prefix, labels=LABELS,
+      vocabulary=vocabulary, metric_fn=metrics.accuracy_metric,
+      preprocessors_for=lambda role, lang: (
+          train_preprocessors if role == "train"
+          else eval_preprocessors(lang)))
 
 
 def register_xnli(vocabulary: Optional[seqio.Vocabulary] = None,
@@ -81,16 +69,9 @@ def register_xnli_local(data_dir: str,
                         ) -> List[str]:
   """Registers XNLI tasks over XTREME's `{data_dir}/xnli/*.tsv` files."""
 
-  def path(split, lang):
-    return xtreme_readers.xtreme_split_file(data_dir, "xnli", split, lang)
-
-  def source_for(role, lang):
-    if role == "train":
-      paths = {"train": path("train", "en")}
-    else:
-      paths = {"validation": path("dev", lang), "test": path("test", lang)}
-    return xtreme_readers.pair_source(paths, xtreme_readers.XNLI_LABEL_IDS)
-
+  source_for = registry.xtreme_files(
+      data_dir, "xnli", lambda paths, lang: xtreme_readers.pair_source(
+          paths, xtreme_readers.XNLI_LABEL_IDS))
   return _register(source_for, vocabulary, prefix, languages, [],
                    lambda lang: [])
 

@@ -7,12 +7,12 @@ import jax
 import numpy as np
 import pytest
 
-from rembert_t5x import analysis
 from rembert_t5x import configs
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x import sweep
-from rembert_t5x import train
+from rembert_t5x.experiments import analysis
+from rembert_t5x.experiments import sweep
+from rembert_t5x.runner import train
 
 # Minutes, not seconds: `-m 'not slow'` leaves it out of a quick loop
 # (.ci/run runs everything).

@@ -19,18 +19,20 @@ import pytest
 import sentencepiece as spm
 import seqio
 
-from rembert_t5x import cli
 from rembert_t5x import configs
-from rembert_t5x import eval as eval_lib
-from rembert_t5x import io_utils
 from rembert_t5x import metrics
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x import qa
-from rembert_t5x import text_sources
-from rembert_t5x import train
-from rembert_t5x import vocabulary
-from rembert_t5x import xtreme_readers
+from rembert_t5x.data import inputs
+from rembert_t5x.data import qa
+from rembert_t5x.data import text_sources
+from rembert_t5x.data import vocabulary
+from rembert_t5x.data import xtreme_readers
+from rembert_t5x.runner import checkpoints
+from rembert_t5x.runner import cli
+from rembert_t5x.runner import eval as eval_lib
+from rembert_t5x.runner import io_utils
+from rembert_t5x.runner import train
 from rembert_tasks import panx
 from rembert_tasks import pretraining
 from rembert_tasks import udpos
@@ -43,7 +45,7 @@ RUN_GIN = """\
 from __gin__ import dynamic_registration
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x import train
+from rembert_t5x.runner import train
 include 'gin_configs/models/tiny.gin'
 VOCAB_SIZE = 97
 MODEL_DIR = %gin.REQUIRED
@@ -111,7 +113,7 @@ def _tiny_mlm():
 
 
 # ----------------------------------------------------------------------------
-# The local runner (python -m rembert_t5x.train), in-process.
+# The local runner (python -m rembert_t5x.runner.train), in-process.
 # ----------------------------------------------------------------------------
 
 
@@ -280,10 +282,10 @@ def test_incomplete_checkpoint_is_never_latest(tmp_path):
   root = tmp_path / "checkpoints"
   (root / "4" / "default").mkdir(parents=True)
   (root / "8.orbax-checkpoint-tmp-1700000000" / "default").mkdir(parents=True)
-  assert train.latest_checkpoint_dir(str(tmp_path)) == root / "4"
+  assert checkpoints.latest_checkpoint_dir(str(tmp_path)) == root / "4"
   (root / "4").rename(root / "4.orbax-checkpoint-tmp-1")
   with pytest.raises(cli.UserError, match="no checkpoint found"):
-    train.latest_checkpoint_dir(str(tmp_path))
+    checkpoints.latest_checkpoint_dir(str(tmp_path))
 
 
 # Range checks on each batch: ids beyond a table are clamped silently by
@@ -303,7 +305,7 @@ def test_token_id_beyond_the_model_vocabulary():
   with pytest.raises(cli.UserError, match=r"task t, batch of step 3: field "
                      r"'input_tokens' has id 97 outside the model's "
                      r"vocabulary \[0, 97\)"):
-    train.check_batch(_tiny_mlm(), batch, "t", 2)
+    inputs.check_batch(_tiny_mlm(), batch, "t", 2)
 
 
 def test_classification_label_out_of_range():
@@ -311,7 +313,7 @@ def test_classification_label_out_of_range():
       network.RemBertForSequenceClassification(test_utils.TINY_CONFIG, 3))
   with pytest.raises(cli.UserError, match=r"field 'label' has value 3 "
                      r"outside \[0, 3\) \(the model has 3 classes\)"):
-    train.check_batch(model, _batch(label=np.array([0, 3], np.int32)), "t", 0)
+    inputs.check_batch(model, _batch(label=np.array([0, 3], np.int32)), "t", 0)
 
 
 def test_tag_out_of_range():
@@ -323,9 +325,9 @@ def test_tag_out_of_range():
   targets[1, 2] = 99  # weight 0: not a first sub-token, never scored
   with pytest.raises(cli.UserError, match=r"field 'targets' has value 9 "
                      r"outside \[0, 7\) \(7 tags\)"):
-    train.check_batch(model, _batch(targets=targets, weights=weights), "t", 0)
+    inputs.check_batch(model, _batch(targets=targets, weights=weights), "t", 0)
   weights[0, 1] = 0.0
-  train.check_batch(model, _batch(targets=targets, weights=weights), "t", 0)
+  inputs.check_batch(model, _batch(targets=targets, weights=weights), "t", 0)
 
 
 def test_qa_position_beyond_the_sequence():
@@ -335,20 +337,20 @@ def test_qa_position_beyond_the_sequence():
                  end_positions=np.array([1, 8], np.int32))
   with pytest.raises(cli.UserError, match=r"field 'end_positions' has value "
                      r"8 outside the sequence \[0, 8\)"):
-    train.check_batch(model, batch, "t", 0)
+    inputs.check_batch(model, batch, "t", 0)
 
 
 def test_qa_feature_length_shorter_than_the_task_windows(spm_model, tmp_path):
   """TASK_FEATURE_LENGTHS below the QA task's window length is refused."""
   import functools  # pylint: disable=g-import-not-at-top
-  from rembert_t5x import xtreme_preprocessors as xp  # pylint: disable=g-import-not-at-top
+  from rembert_tasks import registry  # pylint: disable=g-import-not-at-top
   from rembert_tasks import qa as qa_tasks  # pylint: disable=g-import-not-at-top
   context = "the cat sat on a mat " * 6
   (tmp_path / "train.json").write_text(json.dumps({"data": [{"paragraphs": [{
       "context": context, "qas": [{"id": "q1", "question": "the cat sat?",
                                    "answers": [{"text": "mat",
                                                 "answer_start": 17}]}]}]}]}))
-  xp.add_task(
+  registry.add_task(
       "test_bad_qa_windows",
       source=qa_tasks.squad_file_source({"train": str(tmp_path / "train.json")}),
       preprocessors=[functools.partial(
@@ -360,7 +362,7 @@ def test_qa_feature_length_shorter_than_the_task_windows(spm_model, tmp_path):
       network.RemBertForQuestionAnswering(test_utils.TINY_CONFIG))
   # The runner (and T5X) give the task the lengths: refused before reading.
   with pytest.raises(cli.UserError) as e:
-    train.make_dataset(model, "test_bad_qa_windows", {"input_tokens": 16}, 2,
+    inputs.make_dataset(model, "test_bad_qa_windows", {"input_tokens": 16}, 2,
                        "train", 0, False)
   assert str(e.value) == (
       f"task test_bad_qa_windows, split train: {tmp_path / 'train.json'}: "
@@ -378,9 +380,9 @@ def test_qa_feature_length_shorter_than_the_task_windows(spm_model, tmp_path):
     list(model.FEATURE_CONVERTER_CLS(pack=False)(windows,
                                                  {"input_tokens": 16}))
   # At the window length the same data converts.
-  data = train.make_dataset(model, "test_bad_qa_windows",
+  data = inputs.make_dataset(model, "test_bad_qa_windows",
                             {"input_tokens": 32}, 2, "train", 0, False)
-  assert train.next_batch(data, "test_bad_qa_windows", 0)[
+  assert inputs.next_batch(data, "test_bad_qa_windows", 0)[
       "input_tokens"].shape == (2, 32)
 
 
@@ -394,9 +396,9 @@ def test_malformed_task_data_while_training(spm_model, tmp_path):
   model = models.RemBertPairClassificationModel(
       network.RemBertForSequenceClassification(test_utils.TINY_CONFIG, 3))
   with pytest.raises(cli.UserError) as e:
-    data = train.make_dataset(model, "test_bad_xnli_train_en",
+    data = inputs.make_dataset(model, "test_bad_xnli_train_en",
                               {"input_tokens": 16}, 2, "train", 0, False)
-    train.next_batch(data, "test_bad_xnli_train_en", 0)
+    inputs.next_batch(data, "test_bad_xnli_train_en", 0)
   message = str(e.value)
   assert "task test_bad_xnli_train_en" in message
   assert (f"{tmp_path / 'xnli' / 'train-en.tsv'}, line 2: field 'label' has "
@@ -684,7 +686,7 @@ def _tiny_hf_dir(path, vocab_size):
 
 def test_converter_vocabulary_larger_than_the_embedding(tmp_path, spm_model):
   hf_dir = _tiny_hf_dir(tmp_path / "hf", vocab_size=20)  # spm_model: 30
-  from rembert_t5x import checkpoint_io  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.convert import checkpoint_io  # pylint: disable=g-import-not-at-top
   with pytest.raises(cli.UserError, match=f"{spm_model}: 30 pieces, but .*hf "
                      "has 20 vocabulary rows"):
     checkpoint_io.hf_to_t5x(hf_dir, str(tmp_path / "out"), vocab=spm_model)
@@ -693,7 +695,7 @@ def test_converter_vocabulary_larger_than_the_embedding(tmp_path, spm_model):
 
 def test_converter_vocabulary_missing(tmp_path):
   hf_dir = _tiny_hf_dir(tmp_path / "hf", vocab_size=40)
-  from rembert_t5x import checkpoint_io  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.convert import checkpoint_io  # pylint: disable=g-import-not-at-top
   with pytest.raises(cli.UserError, match=r"--vocab: .*/nope\.model: no such "
                      "SentencePiece model file"):
     checkpoint_io.hf_to_t5x(hf_dir, str(tmp_path / "out"),
@@ -758,7 +760,7 @@ def _script(args, tmp_path):
 
 def test_cli_train_gin_syntax_error(run_gin, tmp_path):
   run_gin.write_text(RUN_GIN + "train.train.batch_size = = 3\n")
-  line = _script(["-m", "rembert_t5x.train", f"--gin_file={run_gin}",
+  line = _script(["-m", "rembert_t5x.runner.train", f"--gin_file={run_gin}",
                   f"--gin.MODEL_DIR='{tmp_path / 'm'}'"], tmp_path)
   assert f"gin file {run_gin}" in line and f"line {BAD_LINE}" in line
 

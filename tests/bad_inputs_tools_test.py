@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from rembert_t5x import cli
 from rembert_t5x import configs
+from rembert_t5x.runner import cli
 
 
 # ----------------------------------------------------------------------------
@@ -28,7 +28,7 @@ def test_count_params_unset_macro(tmp_path):
 
 
 def test_demo_needs_at_least_one_seed(tmp_path, capsys):
-  from rembert_t5x import demo  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.experiments import demo  # pylint: disable=g-import-not-at-top
   with pytest.raises(SystemExit) as exit_info:
     demo.main(["--workdir", str(tmp_path), "--finetune_seeds", "0"])
   assert exit_info.value.code == 2
@@ -38,7 +38,7 @@ def test_demo_needs_at_least_one_seed(tmp_path, capsys):
 
 
 def test_demo_workdir_with_other_evaluation_sets(tmp_path):
-  from rembert_t5x import demo  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.experiments import demo  # pylint: disable=g-import-not-at-top
   data = tmp_path / "data"
   data.mkdir()
   manifest = {"seed": 0, "sizes": {"eval_examples": 200}, "languages": [],

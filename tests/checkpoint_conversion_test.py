@@ -10,9 +10,9 @@ import jax
 import numpy as np
 import pytest
 
-from rembert_t5x import checkpoint_conversion as cc
 from rembert_t5x import configs
 from rembert_t5x import network
+from rembert_t5x.convert import checkpoint_conversion as cc
 from tests import test_utils
 
 TABLE = test_utils.REPO_ROOT / "tests" / "testdata" / "rembert_tf_checkpoint_variables.json"

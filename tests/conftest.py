@@ -42,7 +42,7 @@ def _no_vocabulary_from_an_earlier_run():
   one process, so that choice must not leak into the next test.
   """
   import gin  # pylint: disable=g-import-not-at-top
-  from rembert_t5x import vocabulary  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.data import vocabulary  # pylint: disable=g-import-not-at-top
   vocabulary.use_checkpoint_vocabulary()
   # Nor gin bindings: a test that parses a run file (e.g. binding
   # MIXTURE_OR_TASK_MODULE) must not configure the next test's train.train.

@@ -19,13 +19,14 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from rembert_t5x import checkpoint_conversion as cc  # pylint: disable=g-import-not-at-top
-from rembert_t5x import checkpoint_io
-from rembert_t5x import cli
+from rembert_t5x.convert import checkpoint_conversion as cc  # pylint: disable=g-import-not-at-top
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x import train
-from rembert_t5x import vocabulary
+from rembert_t5x.convert import checkpoint_io
+from rembert_t5x.data import vocabulary
+from rembert_t5x.runner import checkpoints
+from rembert_t5x.runner import cli
+from rembert_t5x.runner import train
 from tests import checkpoint_conversion_test as table_test
 from tests import network_hf_parity_test as parity
 from tests import test_utils
@@ -50,7 +51,7 @@ def test_hf_mlm_to_ours_and_back(tmp_path):
   assert summary.head == "masked_lm" and summary.tensors == 45
 
   # Our runner's loader reads it; our forward pass equals HF's.
-  params = train.load_params(str(tmp_path / "ours"))
+  params = checkpoints.load_params(str(tmp_path / "ours"))
   ids, types, mask = parity._inputs(CFG)
   ours = network.RemBertForMaskedLM(CFG).apply(
       _jax_params(params), jnp.asarray(ids), jnp.asarray(types),
@@ -81,7 +82,7 @@ def test_bare_rembert_model_sharded_initialises_fine_tuning(tmp_path):
   summary = checkpoint_io.hf_to_t5x(str(tmp_path / "hf"), str(tmp_path / "ours"))
   assert summary.head == "encoder" and summary.skipped == {"pooler": 2}
 
-  params = train.load_params(str(tmp_path / "ours"))
+  params = checkpoints.load_params(str(tmp_path / "ours"))
   ids, types, mask = parity._inputs(CFG)
   hidden = network.RemBertEncoder(CFG).apply(
       _jax_params(params["encoder"]), jnp.asarray(ids), jnp.asarray(types),
@@ -116,8 +117,8 @@ def test_pytorch_model_bin_equals_safetensors(tmp_path):
   torch.save(hf.state_dict(), tmp_path / "bin" / "pytorch_model.bin")
   checkpoint_io.hf_to_t5x(str(tmp_path / "st"), str(tmp_path / "a"))
   checkpoint_io.hf_to_t5x(str(tmp_path / "bin"), str(tmp_path / "b"))
-  a = cc.flatten(train.load_params(str(tmp_path / "a")))
-  b = cc.flatten(train.load_params(str(tmp_path / "b")))
+  a = cc.flatten(checkpoints.load_params(str(tmp_path / "a")))
+  b = cc.flatten(checkpoints.load_params(str(tmp_path / "b")))
   assert a.keys() == b.keys()
   for k in a:
     np.testing.assert_array_equal(a[k], b[k])
@@ -131,7 +132,7 @@ def test_padded_vocabulary_is_stripped_and_restored(tmp_path):
   summary = checkpoint_io.hf_to_t5x(str(tmp_path / "hf"), str(tmp_path / "ours"),
                                     vocab_size=97)
   assert summary.vocab_rows_changed == 31
-  params = train.load_params(str(tmp_path / "ours"))
+  params = checkpoints.load_params(str(tmp_path / "ours"))
   assert params["encoder"]["embeddings"]["word_embeddings"]["embedding"].shape == (97, 16)
   assert params["mlm_head"]["decoder"]["kernel"].shape == (24, 97)
   # Logits of the real tokens are unchanged by the stripping.
@@ -227,7 +228,7 @@ def test_tf_checkpoint_to_ours(tmp_path):
   assert summary.tensors == 7 + 16 * CFG.num_layers
   assert summary.skipped == {"optimizer state": 2 * (count - 1) // 3 + 1,
                              "MLM head (output embedding)": 6, "pooler": 2}
-  params = train.load_params(str(tmp_path / "ours"))
+  params = checkpoints.load_params(str(tmp_path / "ours"))
   assert set(params) == {"encoder"}
   ids, types, mask = parity._inputs(CFG)
   hidden = network.RemBertEncoder(CFG).apply(
@@ -349,7 +350,7 @@ def test_padded_config_round_trips_hf_exactly(tmp_path):
   hf.save_pretrained(tmp_path / "hf")
   checkpoint_io.hf_to_t5x(str(tmp_path / "hf"), str(tmp_path / "ours"),
                           gin_file=str(gin_file))
-  params = train.load_params(str(tmp_path / "ours"))
+  params = checkpoints.load_params(str(tmp_path / "ours"))
   emb = params["encoder"]["embeddings"]["word_embeddings"]["embedding"]
   assert emb.shape == (128, 16) and not np.any(emb[97:])
   padded = network.RemBertConfig(**{**CFG.__dict__, "vocab_pad_multiple": 128})

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from rembert_t5x import demo
+from rembert_t5x.experiments import demo
 
 # Minutes, not seconds: `-m 'not slow'` leaves it out of a quick loop (the
 # parsing test below is quick but shares the module).

@@ -5,12 +5,13 @@ import json
 import numpy as np
 import pytest
 
-from rembert_t5x import cli
 from rembert_t5x import configs
-from rembert_t5x import eval as eval_lib
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x import train
+from rembert_t5x.runner import checkpoints
+from rembert_t5x.runner import cli
+from rembert_t5x.runner import eval as eval_lib
+from rembert_t5x.runner import train
 from tests import test_utils
 
 
@@ -42,7 +43,7 @@ def test_train_then_evaluate_every_language(tasks, tmp_path, family, model, leng
               mixture_or_task_name=f"evaltest_{family}_train",
               task_feature_lengths=lengths, train_steps=2, batch_size=8,
               checkpoint_period=2, progress_bar=False)
-  params = train.load_params(str(tmp_path / "m"))
+  params = checkpoints.load_params(str(tmp_path / "m"))
   results = eval_lib.evaluate_params(model, params, tasks[family],
                                      "validation", lengths, batch_size=8)
   langs = {eval_lib.task_language(t) for t in results}
@@ -208,7 +209,7 @@ def test_local_eval_files_take_t5x_macros(files):
   """T5X's eval macros, with T5X's meanings, reach the local evaluator."""
   import gin  # pylint: disable=g-import-not-at-top
   macros = ("CHECKPOINT_PATH", "EVAL_OUTPUT_DIR")
-  # The same check as `python -m rembert_t5x.eval` (read_macros included).
+  # The same check as `python -m rembert_t5x.runner.eval` (read_macros included).
   configs.parse_gin(files, [
       "CHECKPOINT_PATH = '/ck'", "EVAL_OUTPUT_DIR = '/out'",
       "MIXTURE_OR_TASK_NAME = 'my_task'", "MIXTURE_OR_TASK_MODULE = 'my_module'",

@@ -1,4 +1,4 @@
-"""Atomic writes (rembert_t5x/io_utils.py)."""
+"""Atomic writes (rembert_t5x/runner/io_utils.py)."""
 
 import errno
 import json
@@ -7,8 +7,8 @@ import stat
 
 import pytest
 
-from rembert_t5x import cli
-from rembert_t5x import io_utils
+from rembert_t5x.runner import cli
+from rembert_t5x.runner import io_utils
 
 
 def test_write_text_creates_and_replaces(tmp_path):

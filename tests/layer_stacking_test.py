@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from benchmarks import common
-from rembert_t5x import checkpoint_conversion as cc
-from rembert_t5x import checkpoint_io
 from rembert_t5x import layer_stacking
 from rembert_t5x import models
 from rembert_t5x import network
+from rembert_t5x.convert import checkpoint_conversion as cc
+from rembert_t5x.convert import checkpoint_io
 from tests import test_utils
 
 # One pre-training-only layer on top of two kept ones (paper Table 5).

@@ -8,10 +8,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rembert_t5x import cli
 from rembert_t5x import configs
 from rembert_t5x import models
 from rembert_t5x import network
+from rembert_t5x.runner import cli
 from tests import test_utils
 
 B, L = 3, 12
@@ -250,7 +250,7 @@ def test_padded_vocabulary_is_numerically_the_plain_model(coupled,
   """Padding 97 -> 128 rows changes no loss, metric or gradient, and padded
   rows are never predicted, even with large weights in them (full logits
   and the gathered head with the custom-VJP decoder)."""
-  from rembert_t5x import checkpoint_conversion as cc  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.convert import checkpoint_conversion as cc  # pylint: disable=g-import-not-at-top
   plain_cfg = test_utils.TINY_COUPLED_CONFIG if coupled else CFG
   padded_cfg = dataclasses.replace(plain_cfg, vocab_pad_multiple=128)
   plain = models.RemBertMLMModel(network.RemBertForMaskedLM(plain_cfg),

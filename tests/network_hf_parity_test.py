@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from rembert_t5x import checkpoint_conversion as cc  # pylint: disable=g-import-not-at-top
+from rembert_t5x.convert import checkpoint_conversion as cc  # pylint: disable=g-import-not-at-top
 from rembert_t5x import network
 from tests import test_utils
 

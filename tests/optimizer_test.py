@@ -18,7 +18,7 @@ import pytest
 
 from rembert_t5x import models
 from rembert_t5x import optimizer
-from rembert_t5x import train_lib
+from rembert_t5x.runner import train_lib
 from tests import test_utils
 
 REPO = test_utils.REPO_ROOT

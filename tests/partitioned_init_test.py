@@ -218,7 +218,7 @@ def test_rembert_partitioned_init_lowers_with_t5x(data, model):
   (the pre-training optimizer, T5X's standard rules + ours), lowered."""
   utils = _t5x()
   from t5x import partitioning as t5x_partitioning_lib  # pylint: disable=g-import-not-at-top
-  from rembert_t5x import t5x_export  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.convert import t5x_export  # pylint: disable=g-import-not-at-top
   config = _pad(_config(PAPER[[p.name for p in PAPER].index("rembert.gin")]))
   partitioner = t5x_partitioning.explicit_mesh_partitioner(
       model_parallelism=model,

@@ -1,12 +1,12 @@
-"""Tests for rembert_t5x.preprocessors (MLM pre-training)."""
+"""Tests for rembert_t5x.data.preprocessors (MLM pre-training)."""
 
 import numpy as np
 import pytest
 import seqio
 import tensorflow as tf
 
-from rembert_t5x import preprocessors
-from rembert_t5x import vocabulary
+from rembert_t5x.data import preprocessors
+from rembert_t5x.data import vocabulary
 from tests import test_utils
 
 VOCAB_SIZE = 1000

@@ -10,7 +10,7 @@ import seqio
 import tensorflow_datasets as tfds
 
 from rembert_t5x import feature_converters
-from rembert_t5x import vocabulary
+from rembert_t5x.data import vocabulary
 from rembert_tasks import pretraining
 
 TATOEBA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / (

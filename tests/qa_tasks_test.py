@@ -10,8 +10,8 @@ import pytest
 import seqio
 
 from rembert_t5x import feature_converters
-from rembert_t5x import qa
-from rembert_t5x import vocabulary
+from rembert_t5x.data import qa
+from rembert_t5x.data import vocabulary
 import rembert_tasks.qa as qa_tasks
 
 XQUAD_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / (

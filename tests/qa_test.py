@@ -1,4 +1,4 @@
-"""Tests for rembert_t5x.qa: windows, offsets, span decoding, tf.data wrapper.
+"""Tests for rembert_t5x.data.qa: windows, offsets, span decoding, tf.data wrapper.
 
 The real-data test runs every XQuAD language through pre-processing and
 post-processing with gold-peaked logits and scores the result with the SQuAD
@@ -18,8 +18,8 @@ import seqio
 import tensorflow as tf
 
 from rembert_t5x import metrics
-from rembert_t5x import qa
-from rembert_t5x import vocabulary
+from rembert_t5x.data import qa
+from rembert_t5x.data import vocabulary
 
 XQUAD_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / (
     "xquad")

@@ -18,15 +18,15 @@ import pytest
 import seqio
 import sentencepiece as spm
 
-from rembert_t5x import checkpoint_io
-from rembert_t5x import cli
 from rembert_t5x import configs
-from rembert_t5x import eval as eval_lib
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x import train
-from rembert_t5x import vocabulary
-from rembert_t5x import xtreme_preprocessors as xp
+from rembert_t5x.convert import checkpoint_io
+from rembert_t5x.data import lazy_vocabulary
+from rembert_t5x.data import vocabulary
+from rembert_t5x.runner import cli
+from rembert_t5x.runner import eval as eval_lib
+from rembert_t5x.runner import train
 from rembert_tasks import retrieval
 from rembert_tasks import synthetic as synthetic_tasks
 from tests import test_utils
@@ -213,7 +213,8 @@ def test_fine_tune_from_the_converted_directory(data, converted, tmp_path,
   monkeypatch.delenv(vocabulary.SPM_PATH_ENV, raising=False)
   out, _ = converted
   names = synthetic_tasks.register_synthetic(
-      data["manifest"], prefix="lazyvocab_", vocabulary=xp.DefaultVocabulary())
+      data["manifest"], prefix="lazyvocab_",
+      vocabulary=lazy_vocabulary.DefaultVocabulary())
   task = seqio.get_mixture_or_task("lazyvocab_pair_train")
   with pytest.raises(ValueError, match="REMBERT_SPM_PATH is not set"):
     _ = task.output_features["input_tokens"].vocabulary.vocab_size
@@ -222,7 +223,7 @@ def test_fine_tune_from_the_converted_directory(data, converted, tmp_path,
 from __gin__ import dynamic_registration
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x import train
+from rembert_t5x.runner import train
 include 'gin_configs/models/tiny.gin'
 VOCAB_SIZE = 400
 MODEL_DIR = %gin.REQUIRED

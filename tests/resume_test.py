@@ -1,8 +1,8 @@
 """Reliability of the local runner: SIGKILL + restart, determinism, NaN guard.
 
-The end-to-end test kills real `python -m rembert_t5x.train` subprocesses
-(through the runner's REMBERT_T5X_CRASH_AT test hook: inside a checkpoint
-save, and between steps), restarts them with the same command and compares
+The end-to-end test kills real `python -m rembert_t5x.runner.train` subprocesses
+(armed by tests/crashing_train.py: inside a checkpoint save, and between
+steps), restarts them with the same command and compares
 every logged loss with an uninterrupted run. The task is packed MLM over a
 two-language mixture of local text files with a SentencePiece vocabulary,
 the pipeline pre-training uses.
@@ -19,12 +19,14 @@ import jax
 import numpy as np
 import pytest
 
-from rembert_t5x import cli
 from rembert_t5x import configs
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x import train
-from rembert_t5x import vocabulary
+from rembert_t5x.data import inputs
+from rembert_t5x.data import vocabulary
+from rembert_t5x.runner import checkpoints
+from rembert_t5x.runner import cli
+from rembert_t5x.runner import train
 from tests import test_utils
 
 # Minutes, not seconds: `-m 'not slow'` leaves it out of a quick loop
@@ -39,7 +41,7 @@ from __gin__ import dynamic_registration
 import resume_test_tasks
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x import train
+from rembert_t5x.runner import train
 include 'gin_configs/models/tiny.gin'
 VOCAB_SIZE = 64
 MODEL_DIR = %gin.REQUIRED
@@ -76,7 +78,7 @@ def setup(tmp_path_factory):
   spm = vocabulary.train_sentencepiece(files, str(tmp / "spm"), 45,
                                        character_coverage=1.0)
   (tmp / "resume_test_tasks.py").write_text(textwrap.dedent(f"""\
-      from rembert_t5x import vocabulary
+      from rembert_t5x.data import vocabulary
       from rembert_tasks import pretraining
       pretraining.register_local_text_mlm(
           "resume_test_mlm", files_by_lang={files!r},
@@ -96,11 +98,10 @@ def _run_subprocess(setup, model_dir, crash_at=None):
   env = dict(os.environ)
   env["PYTHONPATH"] = os.pathsep.join(
       [str(setup), str(test_utils.REPO_ROOT), env.get("PYTHONPATH", "")])
-  env.pop("REMBERT_T5X_CRASH_AT", None)
-  if crash_at:
-    env["REMBERT_T5X_CRASH_AT"] = crash_at
+  command = (["-m", "tests.crashing_train", crash_at] if crash_at
+             else ["-m", "rembert_t5x.runner.train"])
   return subprocess.run(
-      [sys.executable, "-m", "rembert_t5x.train",
+      [sys.executable, *command,
        f"--gin_file={setup / 'run.gin'}", f"--gin.MODEL_DIR='{model_dir}'"],
       env=env, cwd=test_utils.REPO_ROOT, capture_output=True, text=True,
       timeout=300)
@@ -132,13 +133,13 @@ def test_killed_runs_resume_to_the_losses_of_an_uninterrupted_run(
   names = _checkpoint_names(model_dir)
   assert "4" in names and "8" not in names
   assert any(n.startswith("8.") for n in names), names  # the killed temporary
-  assert train.latest_checkpoint_dir(str(model_dir)).name == "4"
+  assert checkpoints.latest_checkpoint_dir(str(model_dir)).name == "4"
   assert [r["step"] for r in _metrics(model_dir)] == list(range(1, 9))
 
   # 2. Restarted, then killed after the update of step 10 (never logged).
   result = _run_subprocess(setup, model_dir, crash_at="step:10")
   assert result.returncode == -9, result.stderr[-2000:]
-  assert train.latest_checkpoint_dir(str(model_dir)).name == "8"
+  assert checkpoints.latest_checkpoint_dir(str(model_dir)).name == "8"
   assert [r["step"] for r in _metrics(model_dir)] == list(range(1, 10))
 
   # 3. Restarted with the same command (in this process, to save a start-up):
@@ -151,7 +152,7 @@ def test_killed_runs_resume_to_the_losses_of_an_uninterrupted_run(
       np.testing.assert_allclose(got[key], want[key], rtol=0, atol=1e-6,
                                  err_msg=f"step {got['step']} {key}")
   np.testing.assert_allclose(final["loss"], reference[-1]["loss"], atol=1e-6)
-  assert train.latest_checkpoint_dir(str(model_dir)).name == str(STEPS)
+  assert checkpoints.latest_checkpoint_dir(str(model_dir)).name == str(STEPS)
 
 
 def test_packed_mixture_pipeline_skips_deterministically(setup, monkeypatch):
@@ -162,7 +163,7 @@ def test_packed_mixture_pipeline_skips_deterministically(setup, monkeypatch):
       test_utils.TINY_CONFIG))
 
   def batches(skip, n):
-    it = train.make_dataset(model, "resume_test_mlm", {"input_tokens": LENGTH},
+    it = inputs.make_dataset(model, "resume_test_mlm", {"input_tokens": LENGTH},
                             4, "train", seed=3, pack=True, skip_batches=skip)
     return [next(it) for _ in range(n)]
 
@@ -172,7 +173,7 @@ def test_packed_mixture_pipeline_skips_deterministically(setup, monkeypatch):
   for got, want in zip(tail, full[4:]):
     for key in want:
       np.testing.assert_array_equal(got[key], want[key], err_msg=key)
-  other_seed = train.make_dataset(
+  other_seed = inputs.make_dataset(
       model, "resume_test_mlm", {"input_tokens": LENGTH}, 4, "train", seed=4,
       pack=True)
   assert not np.array_equal(next(other_seed)["input_tokens"],
@@ -205,7 +206,7 @@ def poisoned_task():
   (weight = example index + 1) finds one read exactly once in six steps.
   """
   probe = _register_weight_task("test_nan_probe", lambda i: i + 1.0)
-  it = train.make_dataset(_mlm_model(), probe, {"input_tokens": 16}, 8,
+  it = inputs.make_dataset(_mlm_model(), probe, {"input_tokens": 16}, 8,
                           "train", seed=0, pack=False)
   steps_of = {}
   for step in range(1, 7):
@@ -241,7 +242,7 @@ def test_nonfinite_stop_names_the_step_and_keeps_the_last_good_checkpoint(
   assert _checkpoint_names(model_dir) == [str(s) for s in range(2, good + 1, 2)]
   assert [r["step"] for r in _metrics(model_dir)] == list(range(1, bad))
   # What the stop kept is loadable and finite.
-  params = train.load_params(str(model_dir))
+  params = checkpoints.load_params(str(model_dir))
   assert all(np.isfinite(x).all() for x in jax.tree_util.tree_leaves(params))
 
 
@@ -257,7 +258,7 @@ def test_nonfinite_skip_leaves_params_unchanged_and_continues(
   assert np.isfinite(last["loss"])
   ckpt = model_dir / "checkpoints"
   before, at, after = (jax.tree_util.tree_leaves(
-      train.load_params(str(ckpt / str(s)))) for s in (bad - 1, bad, bad + 1))
+      checkpoints.load_params(str(ckpt / str(s)))) for s in (bad - 1, bad, bad + 1))
   for a, b in zip(before, at):
     np.testing.assert_array_equal(a, b)  # the bad update was skipped
   assert any(not np.array_equal(a, b) for a, b in zip(at, after))

@@ -11,11 +11,11 @@ import pytest
 import seqio
 import tensorflow_datasets as tfds
 
-from rembert_t5x import eval as eval_lib
 from rembert_t5x import feature_converters
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x import xtreme_readers
+from rembert_t5x.data import xtreme_readers
+from rembert_t5x.runner import eval as eval_lib
 import rembert_tasks.retrieval as retrieval
 from tests import test_utils
 from tests.xtreme_preprocessors_test import train_tiny_vocab
@@ -217,7 +217,7 @@ def test_random_weight_model_is_near_chance_on_real_tatoeba(vocab, tmp_path):
       str(_tatoeba_copy(tmp_path / "de", pairs, "deu")), vocabulary=vocab,
       prefix="model_", languages={"de": "deu"})
   model, params = _random_model(vocab)
-  # The real local evaluation path (rembert_t5x.eval), real model class.
+  # The real local evaluation path (rembert_t5x.runner.eval), real model class.
   scores = eval_lib.evaluate_params(model, params, "model_tatoeba_de", "test",
                                     LENGTHS, batch_size=100)
   chance = 100.0 / len(pairs)  # 0.2: one right answer among 500

@@ -5,13 +5,14 @@ import json
 
 import pytest
 
-from rembert_t5x import cli
 from rembert_t5x import configs
 from rembert_t5x import gin_path
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x import sweep
-from rembert_t5x import train
+from rembert_t5x.experiments import sweep
+from rembert_t5x.runner import cli
+from rembert_t5x.runner import train
+from rembert_tasks import registry
 
 
 def _record(grid, lr, seed, dev, families, train_language="en",
@@ -134,17 +135,17 @@ def test_steps_are_derived_from_the_dataset_size():
   import seqio  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from rembert_t5x import protocol  # pylint: disable=g-import-not-at-top
-  from rembert_t5x import xtreme_preprocessors as xp  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.data import xtreme_preprocessors as xp  # pylint: disable=g-import-not-at-top
 
   def dataset_fn(split, shuffle_files, seed=None):
     del split, shuffle_files, seed
     return tf.data.Dataset.from_tensor_slices({"x": list(range(50))})
 
   # Counted (a local-file-like source) ...
-  xp.add_task("sweeptest_counted", source=seqio.FunctionDataSource(
+  registry.add_task("sweeptest_counted", source=seqio.FunctionDataSource(
       dataset_fn, splits=["train"]), output_features={})
   # ... or read from the source's metadata (TFDS split info), not counted.
-  xp.add_task("sweeptest_declared", source=seqio.FunctionDataSource(
+  registry.add_task("sweeptest_declared", source=seqio.FunctionDataSource(
       dataset_fn, splits=["train"], num_input_examples={"train": 1000}),
               output_features={})
   assert protocol.num_examples("sweeptest_counted") == 50

@@ -1,4 +1,4 @@
-"""Tests for rembert_t5x.synthetic: formats, determinism, languages, labels."""
+"""Tests for rembert_t5x.data.synthetic: formats, determinism, languages, labels."""
 
 import collections
 import filecmp
@@ -8,11 +8,11 @@ import unicodedata
 
 import pytest
 
-from rembert_t5x import qa as qa_lib
-from rembert_t5x import synthetic
-from rembert_t5x import synthetic_baselines
-from rembert_t5x import text_sources
-from rembert_t5x import xtreme_readers
+from rembert_t5x.data import qa as qa_lib
+from rembert_t5x.data import synthetic
+from rembert_t5x.data import text_sources
+from rembert_t5x.data import xtreme_readers
+from rembert_t5x.experiments import synthetic_baselines
 
 ALL_CODES = [spec.code for spec in synthetic.LANGUAGES]
 SIZES = dict(corpus_sentences=300, pair_train=200, tag_train=100,

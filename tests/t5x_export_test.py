@@ -20,12 +20,12 @@ import numpy as np
 import pytest
 from flax import traverse_util
 
-from rembert_t5x import checkpoint_conversion as cc
-from rembert_t5x import checkpoint_io
-from rembert_t5x import cli
 from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x import partitioning
+from rembert_t5x.convert import checkpoint_conversion as cc
+from rembert_t5x.convert import checkpoint_io
+from rembert_t5x.runner import cli
 from tests import test_utils
 
 HAS_T5X = importlib.util.find_spec("t5x") is not None
@@ -82,7 +82,7 @@ def test_cli_without_t5x_gives_one_clear_error(tmp_path):
 
 @needs_t5x
 def test_export_restores_for_finetuning_bit_for_bit(tmp_path):
-  from rembert_t5x import t5x_export  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.convert import t5x_export  # pylint: disable=g-import-not-at-top
   flat = _padded(_write_ours(tmp_path / "ours"))
   summary = t5x_export.t5x_native(str(tmp_path / "ours"),
                                   str(tmp_path / "native"))
@@ -119,10 +119,10 @@ def test_scanned_export_restores_into_scanned_finetuning(tmp_path):
   model passes T5X's axis-name check (the stacked 'layers' axis included),
   and a scanned fine-tuning model restores the stacked encoder by name."""
   import dataclasses  # pylint: disable=g-import-not-at-top
-  from rembert_t5x import checkpoint_conversion as cc  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.convert import checkpoint_conversion as cc  # pylint: disable=g-import-not-at-top
   from rembert_t5x import layer_stacking  # pylint: disable=g-import-not-at-top
   from rembert_t5x import partitioning  # pylint: disable=g-import-not-at-top
-  from rembert_t5x import t5x_export  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.convert import t5x_export  # pylint: disable=g-import-not-at-top
   scanned = dataclasses.replace(CFG, scan_layers=True, remat_policy="full")
   flat = _write_ours(tmp_path / "ours")  # per-layer params, as converted
   checkpoint_io.write_config(tmp_path / "ours", scanned)
@@ -151,7 +151,7 @@ def test_scanned_export_restores_into_scanned_finetuning(tmp_path):
 def test_export_restores_full_state_for_pretraining(tmp_path):
   """T5X's default restore (all of state/, strict) into the MLM model."""
   from t5x import utils  # pylint: disable=g-import-not-at-top
-  from rembert_t5x import t5x_export  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.convert import t5x_export  # pylint: disable=g-import-not-at-top
   flat = _padded(_write_ours(tmp_path / "ours"))
   t5x_export.t5x_native(str(tmp_path / "ours"), str(tmp_path / "native"))
   mlm = models.RemBertMLMModel(network.RemBertForMaskedLM(PADDED))
@@ -173,7 +173,7 @@ def test_export_restores_full_state_for_pretraining(tmp_path):
 
 @needs_t5x
 def test_export_errors(tmp_path):
-  from rembert_t5x import t5x_export  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.convert import t5x_export  # pylint: disable=g-import-not-at-top
   _write_ours(tmp_path / "pair",
               network.RemBertForSequenceClassification(CFG, 2))
   with pytest.raises(cli.UserError, match="pre-training"):

@@ -19,15 +19,15 @@ import pytest
 import seqio
 import tensorflow as tf
 
-from rembert_t5x import cli
 from rembert_t5x import models
-from rembert_t5x import qa
 from rembert_t5x import t5x_datasets
 from rembert_t5x import t5x_infer
-from rembert_t5x import xtreme_preprocessors as xp
-from rembert_t5x import xtreme_readers
+from rembert_t5x.data import qa
+from rembert_t5x.data import xtreme_readers
+from rembert_t5x.runner import cli
 from rembert_tasks import panx
 from rembert_tasks import pawsx
+from rembert_tasks import registry
 from tests import test_utils
 from tests.xtreme_preprocessors_test import train_tiny_vocab
 
@@ -210,7 +210,7 @@ def test_qa_windows_merge_per_question_like_the_qa_evaluation(vocab,
                                                               tmp_path):
   from rembert_tasks import qa as qa_tasks  # pylint: disable=g-import-not-at-top
   examples = _squad_file(tmp_path / "dev.json")
-  xp.add_task(
+  registry.add_task(
       "infer_qa_test",
       source=qa_tasks.squad_file_source({"test": str(tmp_path / "dev.json")}),
       preprocessors=[functools.partial(qa.qa_windows_preprocessor,

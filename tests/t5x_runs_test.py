@@ -22,6 +22,7 @@ from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x import partitioning
 from rembert_t5x import t5x_partitioning
+from rembert_tasks import registry
 from tests import test_utils
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -350,13 +351,12 @@ def test_finetune_steps_are_derived_from_the_dataset(monkeypatch, clean_gin):
   over a counted 50-example task at batch 8: 7 steps per epoch, 3 epochs."""
   import seqio  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from rembert_t5x import xtreme_preprocessors as xp  # pylint: disable=g-import-not-at-top
 
   def dataset_fn(split, shuffle_files, seed=None):
     del split, shuffle_files, seed
     return tf.data.Dataset.from_tensor_slices({"x": list(range(50))})
 
-  xp.add_task("runs_test_count_en", source=seqio.FunctionDataSource(
+  registry.add_task("runs_test_count_en", source=seqio.FunctionDataSource(
       dataset_fn, splits=["train"]), output_features={})
   gin = _parse(monkeypatch, "train", [
       "gin_configs/models/tiny.gin", "gin_configs/runs/finetune_pawsx.gin"],
@@ -501,7 +501,7 @@ def test_vocabulary_hook_follows_the_checkpoint(monkeypatch, clean_gin,
   MODEL_DIR, where the t5x.eval run files find it from CHECKPOINT_PATH.
   """
   import seqio  # pylint: disable=g-import-not-at-top
-  from rembert_t5x import vocabulary  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.data import vocabulary  # pylint: disable=g-import-not-at-top
   import rembert_tasks  # pylint: disable=g-import-not-at-top,unused-import
   monkeypatch.delenv(vocabulary.SPM_PATH_ENV, raising=False)
   corpus = tmp_path / "en.txt"

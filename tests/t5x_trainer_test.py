@@ -33,7 +33,7 @@ CFG = dataclasses.replace(test_utils.TINY_CONFIG, classifier_dropout_rate=0.0)
 
 
 def _train_state(model, optimizer_def, batch_size):
-  from rembert_t5x import t5x_export  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.convert import t5x_export  # pylint: disable=g-import-not-at-top
   from t5x import utils  # pylint: disable=g-import-not-at-top
   partitioner = t5x_export.make_partitioner()
   initializer = utils.TrainStateInitializer(

@@ -6,7 +6,8 @@ import pathlib
 import pytest
 
 from rembert_t5x import network
-from rembert_t5x import vocabulary
+from rembert_t5x.data import vocabulary
+from rembert_tasks import registry
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
@@ -43,7 +44,7 @@ TINY_COUPLED_CONFIG = network.RemBertConfig(
 
 
 # The released RemBERT vocabulary's layout (defined, with its sources, in
-# rembert_t5x/vocabulary.py).
+# rembert_t5x/data/vocabulary.py).
 RELEASED_LAYOUT = vocabulary.RELEASED_LAYOUT
 RELEASED_LAYOUT_IDS = vocabulary.SpecialIds(
     *(RELEASED_LAYOUT[p] for p in vocabulary.SPECIAL_PIECES))
@@ -147,7 +148,7 @@ def register_constant_pair_task(name: str, label: int, num_examples: int = 8,
   import seqio  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from rembert_t5x import metrics  # pylint: disable=g-import-not-at-top
-  from rembert_t5x import xtreme_preprocessors as xp  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.data import xtreme_preprocessors as xp  # pylint: disable=g-import-not-at-top
 
   def dataset_fn(split, shuffle_files, seed=0):
     del split, shuffle_files, seed
@@ -158,7 +159,7 @@ def register_constant_pair_task(name: str, label: int, num_examples: int = 8,
         "input_tokens": tokens, "token_types": np.zeros_like(tokens),
         "label": labels, "targets": labels[:, None]})
 
-  return xp.add_task(
+  return registry.add_task(
       name, source=seqio.FunctionDataSource(dataset_fn,
                                             splits=["validation"]),
       output_features=xp.pair_output_features(

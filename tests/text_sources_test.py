@@ -1,8 +1,8 @@
-"""Tests for rembert_t5x.text_sources."""
+"""Tests for rembert_t5x.data.text_sources."""
 
 import pytest
 
-from rembert_t5x import text_sources
+from rembert_t5x.data import text_sources
 
 
 @pytest.mark.parametrize("name,lang", [

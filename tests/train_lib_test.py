@@ -1,4 +1,4 @@
-"""Tests for rembert_t5x.train_lib: the optimizer it builds, the train step."""
+"""Tests for rembert_t5x.runner.train_lib: the optimizer it builds, the train step."""
 
 import dataclasses
 
@@ -10,7 +10,7 @@ import pytest
 
 from rembert_t5x import models
 from rembert_t5x import optimizer
-from rembert_t5x import train_lib
+from rembert_t5x.runner import train_lib
 from tests import test_utils
 
 

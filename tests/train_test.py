@@ -7,18 +7,19 @@ import pathlib
 import numpy as np
 import pytest
 
-from rembert_t5x import cli
 from rembert_t5x import configs
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x import train
+from rembert_t5x.runner import checkpoints
+from rembert_t5x.runner import cli
+from rembert_t5x.runner import train
 from tests import test_utils
 
 RUN_GIN = """
 from __gin__ import dynamic_registration
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x import train
+from rembert_t5x.runner import train
 include 'gin_configs/models/tiny.gin'
 VOCAB_SIZE = 97
 MODEL_DIR = %gin.REQUIRED
@@ -114,7 +115,7 @@ def test_gradient_accumulation_matches_the_full_batch(tmp_path):
 
 def test_finetuning_from_a_pretraining_checkpoint(tmp_path):
   _train(tmp_path / "pre", 2)
-  params = train.load_params(str(tmp_path / "pre"))
+  params = checkpoints.load_params(str(tmp_path / "pre"))
   assert "mlm_head" in params
   cls = models.RemBertPairClassificationModel(
       network.RemBertForSequenceClassification(test_utils.TINY_CONFIG, 3))
@@ -193,7 +194,7 @@ def test_local_run_files_take_t5x_macros(run):
               "BATCH_SIZE = 4", "TASK_FEATURE_LENGTHS = {'input_tokens': 8}"]
   if "finetune" in run:
     bindings.append("INITIAL_CHECKPOINT_PATH = '/pre/m'")
-  # The same check as `python -m rembert_t5x.train` (read_macros included).
+  # The same check as `python -m rembert_t5x.runner.train` (read_macros included).
   configs.parse_gin([f"gin_configs/runs/{run}.gin"], bindings,
                     read_macros=["MODEL_DIR"])
   bound = gin.get_bindings(train.train, resolve_references=True)

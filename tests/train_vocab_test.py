@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from rembert_t5x import vocabulary
+from rembert_t5x.data import vocabulary
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "train_vocab.py"

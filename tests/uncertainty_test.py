@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rembert_t5x import metrics
-from rembert_t5x import uncertainty
+from rembert_t5x.experiments import uncertainty
 
 
 # ---- evaluation-set standard errors --------------------------------------

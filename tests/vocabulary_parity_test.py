@@ -22,9 +22,9 @@ import pytest
 import seqio
 import tensorflow as tf
 
-from rembert_t5x import qa
-from rembert_t5x import vocabulary
-from rembert_t5x import xtreme_preprocessors as xp
+from rembert_t5x.data import qa
+from rembert_t5x.data import vocabulary
+from rembert_t5x.data import xtreme_preprocessors as xp
 from rembert_tasks import retrieval
 from tests import test_utils
 

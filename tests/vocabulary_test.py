@@ -1,4 +1,4 @@
-"""Tests for rembert_t5x.vocabulary on real multilingual Tatoeba text."""
+"""Tests for rembert_t5x.data.vocabulary on real multilingual Tatoeba text."""
 
 import os
 from pathlib import Path
@@ -7,8 +7,8 @@ import unicodedata
 import pytest
 import sentencepiece as spm
 
-from rembert_t5x import text_sources
-from rembert_t5x import vocabulary
+from rembert_t5x.data import text_sources
+from rembert_t5x.data import vocabulary
 
 DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 TATOEBA = DATA_DIR / "tatoeba"

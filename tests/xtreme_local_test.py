@@ -7,8 +7,8 @@ import shlex
 
 import pytest
 
-from rembert_t5x import sweep
-from rembert_t5x import xtreme_local
+from rembert_t5x.data import xtreme_local
+from rembert_t5x.experiments import sweep
 from tests import t5x_runs_test
 
 TABLE15 = sweep.EXPERIMENTS["table15"]

@@ -1,12 +1,13 @@
-"""Tests for rembert_t5x.xtreme_preprocessors on hand-made fixtures."""
+"""Tests for rembert_t5x.data.xtreme_preprocessors on hand-made fixtures."""
 
 import numpy as np
 import pytest
 import seqio
 import tensorflow as tf
 
-from rembert_t5x import vocabulary
-from rembert_t5x import xtreme_preprocessors as xp
+from rembert_t5x.data import lazy_vocabulary
+from rembert_t5x.data import vocabulary
+from rembert_t5x.data import xtreme_preprocessors as xp
 
 CORPUS = """Angela Merkel spoke in Berlin yesterday .
 The cat sat on the mat and looked at the dog .
@@ -318,12 +319,12 @@ def test_postprocessors():
 
 def test_default_vocabulary_is_lazy(vocab, monkeypatch):
   monkeypatch.delenv(vocabulary.SPM_PATH_ENV, raising=False)
-  lazy = xp.DefaultVocabulary()  # constructing needs no model file
-  assert lazy == xp.DefaultVocabulary()
+  lazy = lazy_vocabulary.DefaultVocabulary()  # constructing needs no model file
+  assert lazy == lazy_vocabulary.DefaultVocabulary()
   with pytest.raises(ValueError, match=vocabulary.SPM_PATH_ENV):
     lazy.encode("Paris")
   monkeypatch.setenv(vocabulary.SPM_PATH_ENV, vocab.sentencepiece_model_file)
-  lazy = xp.DefaultVocabulary()
+  lazy = lazy_vocabulary.DefaultVocabulary()
   assert lazy.encode("Paris") == vocab.encode("Paris")
   assert list(lazy.encode_tf(tf.constant("Paris")).numpy()) == vocab.encode(
       "Paris")

@@ -1,8 +1,8 @@
-"""Tests for rembert_t5x.xtreme_readers (XTREME file formats, bad input)."""
+"""Tests for rembert_t5x.data.xtreme_readers (XTREME file formats, bad input)."""
 
 import pytest
 
-from rembert_t5x import xtreme_readers as readers
+from rembert_t5x.data import xtreme_readers as readers
 
 
 def _write(tmp_path, name, text):

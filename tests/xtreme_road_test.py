@@ -11,8 +11,8 @@ import json
 import pytest
 import seqio
 
-from rembert_t5x import vocabulary
-from rembert_t5x import xtreme_road
+from rembert_t5x.data import vocabulary
+from rembert_t5x.experiments import xtreme_road
 from tests import test_utils
 
 # Minutes on a loaded 2-core machine (2-3 idle-ish: a vocabulary, a model,
@@ -75,7 +75,7 @@ def test_results_per_language_with_selection_and_paper(road):
   assert "| ours (mean ± std, 1 seed) |" in md
   # Each step logged as the command that does it by hand.
   assert any("convert_checkpoint.py hf-to-t5x" in l for l in logs)
-  assert any("rembert_t5x.sweep --experiment=table15" in l and
+  assert any("rembert_t5x.experiments.sweep --experiment=table15" in l and
              "--xtreme_dir=" in l for l in logs)
   manifest = json.loads(open(f"{result['xtreme_dir']}/MANIFEST.json").read())
   assert "SYNTHETIC" in manifest["note"]

@@ -1,0 +1,236 @@
+"""Exports our checkpoint as a T5X-native checkpoint that `t5x.train` restores.
+
+`hf-to-t5x` / `tf-to-t5x` write our local runner's orbax layout
+(`MODEL_DIR/checkpoints/<step>/default` with `{"step", "params"}`). T5X
+restores its own train states instead: this module builds the T5X train state
+of the pre-training model (`models.RemBertMLMModel(network.RemBertForMaskedLM)`)
+with our params, step 0 and a fresh optimizer state, and saves it with T5X's
+own `t5x.checkpoints.Checkpointer` as `OUTPUT_DIR/checkpoint_0`, which is what
+`--gin.INITIAL_CHECKPOINT_PATH` of the `finetune_*.gin` run files (or
+`pretrain_mlm.gin`, to continue pre-training) takes.
+
+The exported config pads the vocabulary as the T5X run files do
+(`VOCAB_PAD_MULTIPLE = partitioning.T5X_VOCAB_PAD_MULTIPLE`): padded rows are
+appended as zeros.
+
+The optimizer state must have the structure of the run that restores it
+(unless, like `finetune_base.gin`, it skips `state/.*`): it is the
+optimizer of `gin_configs/runs/train_base.gin`, which `pretrain_mlm.gin`
+and `finetune_base.gin` include (`rembert_t5x.optimizer.adamw`: clipping +
+AdamW with BERT's decay mask and a learning-rate schedule), at step 0 with
+zero moments. (T5X's Adafactor is not offered: it needs factorisation rules
+for RemBERT's extra axis names, which no run file defines.)
+
+T5X is not on PyPI; it is imported only inside the functions here, and a
+missing T5X is a `errors.UserError` saying how to install it.
+"""
+
+import dataclasses
+from typing import Any, Optional
+
+import numpy as np
+
+from rembert_t5x import errors
+from rembert_t5x import layer_stacking
+from rembert_t5x import network
+from rembert_t5x import partitioning
+from rembert_t5x.convert import checkpoint_conversion as cc
+from rembert_t5x.convert import checkpoint_io
+
+UserError = errors.UserError
+
+OPTIMIZERS = ("adamw",)
+T5X_MISSING = ("the t5x-native export needs T5X, which is not on PyPI: "
+               "install it with pip install -e \".[t5x]\" (from this "
+               "repository's root)")
+
+
+def _import_t5x():
+  try:
+    # pylint: disable=g-import-not-at-top,unused-import
+    import t5x
+    from t5x import checkpoints
+    from t5x import partitioning
+    from t5x import train_state
+    # pylint: enable=g-import-not-at-top,unused-import
+  except ImportError as e:
+    raise UserError(f"{T5X_MISSING} ({e})") from e
+
+
+def make_optimizer(name: str):
+  """The T5X optimizer def of train_base.gin: `adamw` over our `adamw()`."""
+  _import_t5x()
+  # pylint: disable=g-import-not-at-top
+  from t5x import optimizers
+  from rembert_t5x import optimizer as rembert_optimizer
+  # pylint: enable=g-import-not-at-top
+  if name == "adamw":
+    # What gin_configs/runs/train_base.gin binds, with pretrain_mlm.gin's
+    # schedule. The optimizer state written here (step 0, zero moments, the
+    # schedule's count) depends on the structure only, not on these values.
+    schedule = rembert_optimizer.learning_rate_schedule(
+        2e-4, total_steps=1_760_000, warmup_steps=15_000)
+    return optimizers.OptaxWrapper(rembert_optimizer.adamw(schedule))
+  raise UserError(f"--optimizer={name!r}: expected one of {OPTIMIZERS}")
+
+
+def make_partitioner(num_partitions: int = 1):
+  """T5X's PjitPartitioner with the rules the run gin files use.
+
+  Over an explicit (data, model) mesh (`t5x_partitioning`): T5X's default
+  CPU mesh puts every device on "model", which RemBERT's odd sizes (e.g. the
+  vocabulary) do not divide.
+  """
+  _import_t5x()
+  from t5x import partitioning  # pylint: disable=g-import-not-at-top
+  from rembert_t5x import partitioning as rembert_partitioning  # pylint: disable=g-import-not-at-top
+  from rembert_t5x import t5x_partitioning  # pylint: disable=g-import-not-at-top
+  return t5x_partitioning.explicit_mesh_partitioner(
+      model_parallelism=num_partitions,
+      logical_axis_rules=partitioning.standard_logical_axis_rules(
+          additional_rules=rembert_partitioning.rembert_additional_axis_rules()))
+
+
+def _config(source: checkpoint_io.OrbaxParams,
+            gin_file: Optional[str]) -> network.RemBertConfig:
+  """The checkpoint's config with the T5X run files' vocabulary padding."""
+  config = checkpoint_io.checkpoint_config(source, gin_file)
+  return dataclasses.replace(
+      config, vocab_pad_multiple=partitioning.T5X_VOCAB_PAD_MULTIPLE)
+
+
+def build_train_state(params: dict, config: network.RemBertConfig,
+                      optimizer: str = "adamw"):
+  """The T5X `FlaxOptimTrainState` of the MLM model holding `params`.
+
+  Raises:
+    UserError: `params` are not a `RemBertForMaskedLM` of `config`.
+  """
+  _import_t5x()
+  # pylint: disable=g-import-not-at-top
+  import flax
+  import jax
+  from flax import traverse_util
+  from t5x import train_state as train_state_lib
+  from rembert_t5x import models
+  # pylint: enable=g-import-not-at-top
+  optimizer_def = make_optimizer(optimizer)
+  model = models.RemBertMLMModel(network.RemBertForMaskedLM(config),
+                                 optimizer_def=optimizer_def)
+  shapes = jax.eval_shape(
+      lambda rng: model.get_initial_variables(rng, {"input_tokens": (1, 8)}),
+      jax.random.PRNGKey(0))
+  want = {"/".join(k): v for k, v in
+          traverse_util.flatten_dict(shapes["params"]).items()}
+  have = {"/".join(k): v for k, v in
+          traverse_util.flatten_dict(params).items()}
+  missing = sorted(set(want) - set(have))
+  extra = sorted(set(have) - set(want))
+  if missing or extra:
+    hint = ("; the export takes a pre-training (masked-LM) checkpoint"
+            if not any(n.startswith("mlm_head/") for n in have) else "")
+    raise UserError(
+        "checkpoint params do not match RemBertForMaskedLM of the config: "
+        f"missing {missing[:3]}, unexpected {extra[:3]}{hint}")
+  for name, spec in want.items():
+    if tuple(np.shape(have[name])) != tuple(spec.shape):
+      raise UserError(f"checkpoint parameter {name} has shape "
+                      f"{tuple(np.shape(have[name]))}, the config expects "
+                      f"{tuple(spec.shape)}")
+  params = jax.tree_util.tree_map(
+      lambda x: jax.numpy.asarray(np.asarray(x, np.float32)), params)
+  # Frozen, as T5X's own initialisation (`TrainStateInitializer`) has them:
+  # the optimizers derive their state's axes with FrozenDict-typed trees.
+  state = train_state_lib.FlaxOptimTrainState.create(
+      optimizer_def, flax.core.freeze(
+          {"params": params, "params_axes": shapes["params_axes"]}))
+  # T5X builds its states under jit, so every leaf is an array; optax's
+  # init leaves the step a Python int, which T5X's Checkpointer cannot save.
+  return jax.tree_util.tree_map(jax.numpy.asarray, state)
+
+
+def t5x_native(checkpoint_dir: str, output_dir: str, *,
+               gin_file: Optional[str] = None, optimizer: str = "adamw",
+               overwrite: bool = False) -> checkpoint_io.Summary:
+  """Writes our MLM checkpoint as the T5X checkpoint `output_dir/checkpoint_0`.
+
+  Args:
+    checkpoint_dir: our MODEL_DIR (as `hf-to-t5x` writes it), its
+      `checkpoints/` or one step directory.
+    output_dir: the T5X checkpoints directory to write; it gets
+      `checkpoint_0/` (T5X's Checkpointer format), `rembert_config.json`
+      and the source's vocabulary (`sentencepiece.model`) if it has one.
+    gin_file: the model gin file (otherwise `rembert_config.json` beside the
+      checkpoint).
+    optimizer: `adamw` (pretrain_mlm.gin's; the only one).
+    overwrite: replace a non-empty `output_dir`.
+  """
+  _import_t5x()
+  if optimizer not in OPTIMIZERS:
+    raise UserError(f"--optimizer={optimizer!r}: expected one of {OPTIMIZERS}")
+  # pylint: disable=g-import-not-at-top
+  import jax
+  from t5x import checkpoints
+  from rembert_t5x.runner import checkpoints as local_checkpoints
+  # pylint: enable=g-import-not-at-top
+  source = checkpoint_io.OrbaxParams(checkpoint_dir)
+  config = _config(source, gin_file)
+  loaded = cc.flatten(local_checkpoints.load_params(str(source.step_dir)))
+  word = loaded.get("encoder/embeddings/word_embeddings/embedding")
+  rows_added = 0 if word is None else config.padded_vocab_size - word.shape[0]
+  # Padded as the T5X run files pad, in the layout the config (SCAN_LAYERS)
+  # asks for, whatever the checkpoint's.
+  params = layer_stacking.to_layout(cc.unflatten(cc.resize_vocab_params(
+      loaded, config.padded_vocab_size)), config)
+  del loaded
+  state = build_train_state(params, config, optimizer)
+  del params
+  leaves = jax.tree_util.tree_leaves(state.params)
+  count, tensors = sum(int(np.prod(np.shape(x))) for x in leaves), len(leaves)
+  partitioner = make_partitioner()
+  with checkpoint_io.atomic_output_dir(output_dir, overwrite) as tmp:
+    checkpointer = checkpoints.Checkpointer(state, partitioner, str(tmp))
+    checkpointer.save(state)
+    if not (tmp / "checkpoint_0").is_dir():
+      raise RuntimeError(f"T5X's Checkpointer wrote no checkpoint_0 in {tmp}")
+    checkpoint_io.write_config(tmp, config)
+    # Beside checkpoint_0, where the gin hook vocabulary.checkpoint_vocabulary
+    # finds it from INITIAL_CHECKPOINT_PATH.
+    vocab_file = checkpoint_io.checkpoint_vocabulary(source)
+    checkpoint_io.copy_vocabulary(vocab_file, tmp)
+  return checkpoint_io.Summary(
+      str(output_dir), cc.Head.MASKED_LM.value, tensors, count, rows_added, {},
+      checkpoint_io.peak_rss_bytes() / 2**20,
+      checkpoint_io.written_vocabulary(vocab_file, output_dir))
+
+
+def restore_for_finetuning(checkpoint_path: str, model: Any,
+                           optimizer: str = "adamw", seq_len: int = 8):
+  """Restores `checkpoint_path` as `finetune_base.gin` does; for checks.
+
+  RestoreCheckpointConfig mode 'specific', `assignment_map=(('state/.*',
+  None),)`, `fallback_to_scratch=True`, `strict=False`. Returns the T5X
+  train state of `model` (a fine-tuning `models.RemBert*Model`).
+  """
+  _import_t5x()
+  # pylint: disable=g-import-not-at-top
+  import jax
+  from t5x import utils
+  from rembert_t5x import models
+  # pylint: enable=g-import-not-at-top
+  partitioner = make_partitioner()
+  initializer = utils.TrainStateInitializer(
+      optimizer_def=make_optimizer(optimizer),
+      init_fn=model.get_initial_variables,
+      input_shapes={"input_tokens": (1, seq_len)},
+      partitioner=partitioner)
+  cfg = utils.RestoreCheckpointConfig(
+      path=checkpoint_path, mode="specific",
+      assignment_map=models.FINETUNE_ASSIGNMENT_MAP,
+      fallback_to_scratch=True, strict=False)
+  return initializer.from_checkpoint_or_scratch(
+      [cfg], init_rng=jax.random.PRNGKey(0))
+
+
+__all__ = ["OPTIMIZERS", "T5X_MISSING", "build_train_state", "make_optimizer",
+           "make_partitioner", "restore_for_finetuning", "t5x_native"]

@@ -1,0 +1,169 @@
+"""From a registered SeqIO task to the model's batches, with one-line errors.
+
+What the local runner, evaluation, the analyses and T5X inference share:
+importing the task module, looking a task up, checking its vocabulary
+against the model, and the deterministic batched pipeline through the
+model's feature converter (`make_dataset`; resume skips the batches the
+restored steps consumed). Data errors become `errors.UserError` naming the
+task and the step.
+"""
+
+import importlib
+import pathlib
+from typing import Optional
+
+import seqio
+import tensorflow as tf
+
+from rembert_t5x import errors
+from rembert_t5x.data import vocabulary as vocab_lib
+
+
+def import_task_module(module: Optional[str]) -> None:
+  """Imports the module that registers the task (T5X's MIXTURE_OR_TASK_MODULE)."""
+  if not module:
+    return
+  try:
+    importlib.import_module(module)
+  except ImportError as e:
+    raise errors.UserError(f"MIXTURE_OR_TASK_MODULE {module!r} cannot be "
+                        f"imported: {_first_line(e)}") from e
+
+
+def get_task_or_mixture(name: str):
+  try:
+    return seqio.get_mixture_or_task(name)
+  except ValueError as e:
+    known = sorted(seqio.MixtureRegistry.names()) + sorted(
+        seqio.TaskRegistry.names())
+    close = [n for n in known if name.split("_")[0] in n][:8]
+    raise errors.UserError(
+        f"unknown task or mixture {name!r} (is its module imported? e.g. "
+        f"MIXTURE_OR_TASK_MODULE = 'rembert_tasks'); registered: "
+        f"{close or known[:8]} ...") from e
+
+
+def make_dataset(model, task_name: str, task_feature_lengths, batch_size: int,
+                 split: str, seed: int, pack: bool, skip_batches: int = 0,
+                 shuffle: bool = True, num_epochs: Optional[int] = None):
+  """A deterministic, batched numpy iterator over the task's model features.
+
+  The same arguments give the same batches in the same order (seeded
+  shuffling, masking and mixture sampling; tf.data keeps element order),
+  so `skip_batches=k` yields exactly what an uninterrupted pipeline yields
+  after its first k batches.
+  """
+  task = get_task_or_mixture(task_name)
+  converter = model.FEATURE_CONVERTER_CLS(pack=pack)
+  try:
+    ds = task.get_dataset(
+        sequence_length=dict(task_feature_lengths), split=split,
+        shuffle=shuffle, seed=seed, num_epochs=num_epochs,
+        use_cached=False, shard_info=None)
+    ds = converter(ds, dict(task_feature_lengths))
+  except (ValueError, KeyError, OSError, tf.errors.OpError) as e:
+    raise errors.UserError(f"task {task_name}, split {split}: "
+                        f"{_first_line(e)}") from e
+  ds = ds.batch(batch_size, drop_remainder=True)
+  if skip_batches:
+    ds = ds.skip(skip_batches)
+  options = tf.data.Options()
+  options.deterministic = True  # never trade element order for speed
+  ds = ds.with_options(options)
+  return ds.prefetch(2).as_numpy_iterator()
+
+
+def _first_line(e: BaseException) -> str:
+  text = (getattr(e, "message", None) or str(e)).strip()
+  return text.splitlines()[0] if text else type(e).__name__
+
+
+def next_batch(data, task_name: str, step: int):
+  """The next batch; data errors become one-line `UserError`s."""
+  try:
+    return next(data)
+  except StopIteration as e:
+    raise errors.UserError(f"task {task_name} ran out of data at step "
+                        f"{step + 1}") from e
+  except (ValueError, tf.errors.OpError) as e:
+    raise errors.UserError(f"task {task_name}, reading the batch of step "
+                        f"{step + 1}: {_first_line(e)}") from e
+
+
+def check_task_vocabulary(model, task_name: str) -> None:
+  """A task vocabulary larger than the model's embedding is an error.
+
+  Ids beyond the embedding table do not fail in JAX (gathers clamp), they
+  silently read the wrong rows; refuse before training starts.
+  """
+  vocab_size = model.config.vocab_size
+  task = get_task_or_mixture(task_name)
+  subtasks = getattr(task, "tasks", None) or [task]
+  for sub in subtasks:
+    feature = sub.output_features.get("input_tokens")
+    if feature is None:
+      continue
+    try:
+      size = feature.vocabulary.vocab_size
+    except (ValueError, OSError) as e:
+      raise errors.UserError(f"task {sub.name}: cannot load its vocabulary: "
+                          f"{_first_line(e)}") from e
+    if size > vocab_size:
+      raise errors.UserError(
+          f"task {sub.name}: its vocabulary has {size} ids but the model's "
+          f"VOCAB_SIZE is {vocab_size}; set VOCAB_SIZE >= {size}")
+
+
+def save_task_vocabulary(model_dir: pathlib.Path, task_name: str) -> None:
+  """Copies the task's SentencePiece model into MODEL_DIR (sentencepiece.model).
+
+  Runs started from this MODEL_DIR (fine-tuning, evaluation, a resume) then
+  use the vocabulary its checkpoints were made with, unless
+  $REMBERT_SPM_PATH names another (`vocabulary.use_checkpoint_vocabulary`).
+  """
+  task = get_task_or_mixture(task_name)
+  files = set()
+  for sub in getattr(task, "tasks", None) or [task]:
+    feature = sub.output_features.get("input_tokens")
+    path = getattr(feature and feature.vocabulary, "sentencepiece_model_file",
+                   None)
+    if path:
+      files.add(path)
+  if len(files) == 1:  # a mixture of several vocabularies has no one file
+    try:
+      vocab_lib.save_vocabulary(files.pop(), str(model_dir))
+    except ValueError as e:
+      raise errors.UserError(f"MODEL_DIR {model_dir}: {e}") from e
+
+
+def check_batch(model, batch, task_name: str, step: int) -> None:
+  """Host-side range checks of ids and labels (clamped silently otherwise)."""
+  where = f"task {task_name}, batch of step {step + 1}"
+  vocab_size = model.config.vocab_size
+  tokens = batch["input_tokens"]
+  if tokens.size and (tokens.min() < 0 or tokens.max() >= vocab_size):
+    raise errors.UserError(
+        f"{where}: field 'input_tokens' has id {int(tokens.max())} outside "
+        f"the model's vocabulary [0, {vocab_size})")
+  num_classes = getattr(model.module, "num_classes", None)
+  if "label" in batch and num_classes:
+    label = batch["label"]
+    if label.min() < 0 or label.max() >= num_classes:
+      raise errors.UserError(
+          f"{where}: field 'label' has value {int(label.max())} outside "
+          f"[0, {num_classes}) (the model has {num_classes} classes)")
+  if "targets" in batch and "weights" in batch:
+    bound = num_classes or vocab_size
+    what = "tags" if num_classes else "vocabulary ids"
+    used = batch["targets"][batch["weights"] != 0]
+    if used.size and (used.min() < 0 or used.max() >= bound):
+      raise errors.UserError(
+          f"{where}: field 'targets' has value {int(used.max())} outside "
+          f"[0, {bound}) ({bound} {what})")
+  for key in ("start_positions", "end_positions"):
+    if key in batch:
+      pos = batch[key]
+      if pos.min() < 0 or pos.max() >= tokens.shape[-1]:
+        raise errors.UserError(
+            f"{where}: field '{key}' has value {int(pos.max())} outside "
+            f"the sequence [0, {tokens.shape[-1]})")

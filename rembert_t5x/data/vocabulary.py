@@ -1,0 +1,835 @@
+"""The RemBERT SentencePiece vocabulary: special ids, tokenisation, training.
+
+Special ids are read from the vocabulary by piece name, never assumed
+(docs/DESIGN.md). A RemBERT vocabulary holds five pieces:
+
+  [PAD]  [UNK]  [CLS]  [SEP]  [MASK]
+
+at any ids, except that [PAD] must be id 0: seqio pads every feature with 0.
+The released RemBERT vocabulary (Hugging Face `google/rembert`) has
+[PAD]=0, [CLS]=312, [SEP]=313; the vocabularies `train_sentencepiece` builds
+use [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4 (`TRAINED_LAYOUT`), with
+[CLS]/[SEP] as SentencePiece *control* symbols (a literal "[CLS]" in raw
+text never becomes the special id) and [MASK] *user-defined* (typed masks,
+"a [MASK] b", encode to it). Preprocessors ask the task's vocabulary for the
+ids when a dataset is built (`special_ids`), so one process can use both.
+
+Tokenisation equals Hugging Face's `RemBertTokenizer` on the same `.model`
+(tests/vocabulary_parity_test.py): before SentencePiece, "``" and "''"
+become '"' and runs of spaces one space (ALBERT's preprocessing, which HF's
+converter keeps); SentencePiece then keeps the remaining whitespace as
+"▁" pieces instead of stripping it, a leading whitespace gets no extra
+"▁" prefix and text the normaliser deletes entirely gives no piece — as HF's
+Metaspace pre-tokenizer does. One deliberate difference: HF also splits the
+literal strings "[CLS]", "[SEP]", "[PAD]", "[UNK]" out of raw text as special
+tokens; here raw text goes to SentencePiece as it is.
+
+Which vocabulary a task uses: registered tasks get a lazy one
+(`default_vocabulary()`) that resolves its file on use, in this order:
+  1. an explicit choice (`checkpoint_vocabulary(sentencepiece_model=...)`,
+     a gin binding);
+  2. $REMBERT_SPM_PATH;
+  3. the `sentencepiece.model` of the checkpoint a run starts from
+     (`use_checkpoint_vocabulary`: the local runner and evaluator call it
+     with their checkpoint, T5X runs through the gin hook
+     `checkpoint_vocabulary`; the converters put the file there).
+"""
+
+import dataclasses
+import functools
+import os
+import re
+import tempfile
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+import gin
+import numpy as np
+import seqio
+import sentencepiece as spm
+from sentencepiece import sentencepiece_model_pb2
+import tensorflow as tf
+import tensorflow_text as tf_text
+from tensorflow_text.core.pybinds import pywrap_model_converter
+
+from rembert_t5x.data import text_sources
+
+PAD_ID = 0  # seqio's padding id; every RemBERT vocabulary has [PAD] here.
+
+PAD_PIECE = "[PAD]"
+UNK_PIECE = "[UNK]"
+CLS_PIECE = "[CLS]"
+SEP_PIECE = "[SEP]"
+MASK_PIECE = "[MASK]"
+SPECIAL_PIECES = (PAD_PIECE, UNK_PIECE, CLS_PIECE, SEP_PIECE, MASK_PIECE)
+
+SPM_PATH_ENV = "REMBERT_SPM_PATH"
+# The file name Hugging Face uses; converted checkpoint directories and run
+# MODEL_DIRs hold the vocabulary under it.
+VOCABULARY_FILENAME = "sentencepiece.model"
+
+_SPACE = "\u2581"  # SentencePiece's whitespace marker "▁"
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecialIds:
+  """The ids of the five special pieces in one vocabulary."""
+  pad: int
+  unk: int
+  cls: int
+  sep: int
+  mask: int
+
+  def as_tuple(self) -> Tuple[int, ...]:
+    return (self.pad, self.unk, self.cls, self.sep, self.mask)
+
+
+# What `train_sentencepiece` writes (and the benchmarks' synthetic batches,
+# which have no vocabulary file, assume).
+TRAINED_LAYOUT = SpecialIds(pad=0, unk=1, cls=2, sep=3, mask=4)
+
+# The special pieces' ids in the released RemBERT vocabulary (Hugging Face
+# `google/rembert`): [PAD]=0, [CLS]=312, [SEP]=313 are its config.json's
+# pad/bos/eos_token_id. [UNK]=2 is what transformers' RemBertTokenizer
+# assumes (it builds its Unigram model with unk_id=2; Google's SentencePiece
+# models usually put pad 0, eos 1, unk 2). [MASK]'s id could not be looked up
+# offline: 336 is our choice, away from 0-4 like the others. Used to build
+# "released-like" vocabularies (`move_special_pieces`) for tests and
+# scripts/xtreme_road.py.
+RELEASED_LAYOUT = {PAD_PIECE: 0, UNK_PIECE: 2, CLS_PIECE: 312, SEP_PIECE: 313,
+                   MASK_PIECE: 336}
+
+
+def read_special_ids(tokenizer: spm.SentencePieceProcessor,
+                     path: str) -> SpecialIds:
+  """Looks the five special pieces up by name.
+
+  Raises:
+    ValueError: a piece is missing (naming it and the file), or [PAD] is
+      not id 0.
+  """
+  ids = {}
+  for piece in SPECIAL_PIECES:
+    # PieceToId answers the unknown id for a missing piece: check the name.
+    i = tokenizer.PieceToId(piece)
+    if tokenizer.IdToPiece(i) != piece:
+      raise ValueError(
+          f"{path}: SentencePiece model has no piece {piece!r}. RemBERT "
+          f"vocabularies need the pieces {', '.join(SPECIAL_PIECES)} (at any "
+          f"ids, {PAD_PIECE} at 0); train one with "
+          "rembert_t5x.data.vocabulary.train_sentencepiece.")
+    ids[piece] = i
+  if ids[PAD_PIECE] != PAD_ID:
+    raise ValueError(
+        f"{path}: {PAD_PIECE} is id {ids[PAD_PIECE]}, but seqio pads with id "
+        f"{PAD_ID}; a RemBERT vocabulary needs {PAD_PIECE} at id {PAD_ID} "
+        f"(id {PAD_ID} holds {tokenizer.IdToPiece(PAD_ID)!r}).")
+  return SpecialIds(*(ids[p] for p in SPECIAL_PIECES))
+
+
+def special_ids(vocabulary: seqio.Vocabulary) -> SpecialIds:
+  """The special ids of a task vocabulary (loads it if needed).
+
+  Works for `RemBertVocabulary` (and the lazy wrappers that delegate to
+  one) and for a plain `seqio.SentencePieceVocabulary`.
+  """
+  ids = getattr(vocabulary, "special_ids", None)
+  if isinstance(ids, SpecialIds):
+    return ids
+  if isinstance(vocabulary, seqio.SentencePieceVocabulary):
+    return read_special_ids(vocabulary.tokenizer,
+                            vocabulary.sentencepiece_model_file)
+  raise ValueError(
+      f"vocabulary {vocabulary} has no SentencePiece model to read RemBERT's "
+      f"special pieces ({', '.join(SPECIAL_PIECES)}) from.")
+
+
+# --- Text pre-normalisation (Hugging Face / ALBERT compatible) --------------
+
+_PRENORM = re.compile(r"``|''| {2,}")
+
+
+def _prenorm_replacement(match: str) -> str:
+  return '"' if match in ("``", "''") else " "
+
+
+def prenormalize(text: str) -> Tuple[str, List[Tuple[int, int]]]:
+  """Applies the pre-SentencePiece replacements; maps chars back.
+
+  Returns:
+    (new_text, spans): spans[i] is the (start, end) range of original
+    characters that new character i came from.
+  """
+  out, spans, last = [], [], 0
+  for m in _PRENORM.finditer(text):
+    for i in range(last, m.start()):
+      out.append(text[i])
+      spans.append((i, i + 1))
+    out.append(_prenorm_replacement(m.group()))
+    spans.append((m.start(), m.end()))
+    last = m.end()
+  for i in range(last, len(text)):
+    out.append(text[i])
+    spans.append((i, i + 1))
+  return "".join(out), spans
+
+
+def _prenormalize_tf(text: tf.Tensor) -> tf.Tensor:
+  text = tf.strings.regex_replace(text, "``|''", '"')
+  return tf.strings.regex_replace(text, " {2,}", " ")
+
+
+def _doubled_prefix(first_piece: str,
+                    second_piece: Optional[str]) -> bool:
+  # SentencePiece adds "▁" before text that already starts with whitespace
+  # ("▁▁x" -> "▁", "▁x"); HF's Metaspace does not. Pieces never span a "▁"
+  # boundary, so a lone first "▁" followed by a "▁"-initial piece is that
+  # extra prefix.
+  return (first_piece == _SPACE and second_piece is not None and
+          second_piece.startswith(_SPACE))
+
+
+def _encode_pieces(tokenizer: spm.SentencePieceProcessor, text: str):
+  """SentencePiece proto pieces of prenormalized `text`, HF-compatible."""
+  pieces = list(tokenizer.encode(text, out_type="proto").pieces)
+  if len(pieces) >= 2 and _doubled_prefix(pieces[0].piece, pieces[1].piece):
+    pieces = pieces[1:]
+  elif (len(pieces) == 1 and pieces[0].piece == _SPACE and
+        tokenizer.normalize(text) == _SPACE):
+    # Text the normaliser deletes entirely ("\x01"): SentencePiece still
+    # adds its "▁" prefix, HF gives nothing.
+    pieces = []
+  return pieces
+
+
+def _byte_to_char_map(text: str) -> List[int]:
+  """Maps every UTF-8 byte offset of `text` (and its end) to a char index."""
+  mapping = []
+  for char_index, char in enumerate(text):
+    mapping.extend([char_index] * len(char.encode("utf-8")))
+  mapping.append(len(text))
+  return mapping
+
+
+def encode_with_offsets(
+    tokenizer: spm.SentencePieceProcessor,
+    text: str) -> Tuple[List[int], List[Tuple[int, int]]]:
+  """Ids and original-text character spans; see RemBertVocabulary."""
+  normalized, spans = prenormalize(text)
+  byte_to_char = _byte_to_char_map(normalized)
+  ids, offsets = [], []
+  for piece in _encode_pieces(tokenizer, normalized):
+    # Byte offsets into `normalized` -> its chars -> original chars.
+    start = byte_to_char[piece.begin]
+    end = byte_to_char[piece.end]
+    start = spans[start][0] if start < len(spans) else len(text)
+    end = spans[end - 1][1] if end > 0 else 0
+    end = max(end, start)
+    while start < end and text[start].isspace():
+      start += 1
+    while end > start and text[end - 1].isspace():
+      end -= 1
+    ids.append(piece.id)
+    offsets.append((start, end))
+  return ids, offsets
+
+
+# SentencePiece keeps whitespace instead of stripping and collapsing it, as
+# HF's tokenizer does (see the module docstring).
+_NORMALIZER_OVERRIDES = sentencepiece_model_pb2.NormalizerSpec(
+    remove_extra_whitespaces=False)
+
+
+class _FastSentencepieceTokenizer(tf_text.FastSentencepieceTokenizer):
+  """tf_text's fast tokenizer, built from a model converted once.
+
+  tf_text's own constructor converts the model again every time and turns
+  the converted bytes into a tensor through a Python list, one element at a
+  time; inside a tf.data trace that took ~0.8 s per tokenizer for a
+  400-piece model (and grows with the model: the released one is ~4.7 MB).
+  A uint8 array gives the same constant at once; tokenize/detokenize are
+  tf_text's, unchanged.
+  """
+
+  def __init__(self, model: bytes):  # pylint: disable=super-init-not-called
+    converted, detokenizer, size = _converted_model(model)
+    self._converted_model = tf.constant(converted)
+    self._converted_model_detokenizer = tf.constant(detokenizer)
+    self._vocab_size = size
+    self._reverse = False
+    self._add_bos = False
+    self._add_eos = False
+
+
+@functools.lru_cache(maxsize=8)
+def _converted_model(model: bytes) -> Tuple[np.ndarray, np.ndarray, int]:
+  """tf_text's FST form of a SentencePiece model (tokenizer, decoder, size)."""
+  converted = pywrap_model_converter.convert_sentencepiece_model(model)
+  detokenizer = (
+      pywrap_model_converter.convert_sentencepiece_model_for_decoder(model))
+  return (np.frombuffer(converted, dtype=np.uint8),
+          np.frombuffer(detokenizer, dtype=np.uint8),
+          pywrap_model_converter.get_vocabulary_size(converted))
+
+
+@functools.lru_cache(maxsize=8)
+def _without_dummy_prefix(model: bytes) -> bytes:
+  proto = sentencepiece_model_pb2.ModelProto.FromString(model)
+  proto.normalizer_spec.add_dummy_prefix = False
+  return proto.SerializeToString()
+
+
+class RemBertVocabulary(seqio.SentencePieceVocabulary):
+  """A SentencePiece vocabulary with RemBERT's special pieces.
+
+  The special pieces are looked up (and checked) the first time the model is
+  loaded, so a vocabulary without them fails with a message naming the file
+  rather than silently masking or padding with ordinary word pieces.
+  """
+
+  def __init__(self,
+               sentencepiece_model_file: Optional[str] = None,
+               extra_ids: int = 0):
+    """Creates the vocabulary; the model file is read lazily.
+
+    Args:
+      sentencepiece_model_file: path of a SentencePiece `.model` file; None
+        resolves it on every use with `default_model_file()` (so tasks can
+        be registered before a model exists, and follow the checkpoint a
+        run starts from).
+      extra_ids: number of extra ids appended to the vocabulary (unused by
+        RemBERT; kept for seqio compatibility).
+    """
+    super().__init__(sentencepiece_model_file, extra_ids=extra_ids,
+                     normalizer_spec_overrides=_NORMALIZER_OVERRIDES,
+                     use_fast_tokenizer=True)
+    self._lazy = sentencepiece_model_file is None
+    self._special_ids = None
+    self._space_cache = None
+
+  def __getstate__(self):
+    state = super().__getstate__()
+    state.pop("_space_cache", None)
+    # The override proto does not pickle (its module's import name); it is
+    # the same constant for every instance.
+    state.pop("_normalizer_spec_overrides", None)
+    return state
+
+  def __setstate__(self, state):
+    super().__setstate__(state)
+    self._normalizer_spec_overrides = _NORMALIZER_OVERRIDES
+    self._special_ids = None
+    self._space_cache = None
+
+  def __eq__(self, other):
+    if not isinstance(other, seqio.SentencePieceVocabulary):
+      # Lets a wrapper that delegates to a vocabulary (the tasks' lazy
+      # lazy_vocabulary.DefaultVocabulary) answer the reflected comparison.
+      return NotImplemented
+    # A lazy vocabulary equals one built from the file it resolves to.
+    return (_resolved_path(self) == _resolved_path(other) and
+            self.extra_ids == other.extra_ids)
+
+  def __hash__(self):
+    return hash((RemBertVocabulary, self.extra_ids))
+
+  @property
+  def sentencepiece_model_file(self) -> str:
+    if self._lazy:
+      return default_model_file()
+    return self._sentencepiece_model_file
+
+  def _model_context(self):
+    path = self.sentencepiece_model_file
+    if path != self._sentencepiece_model_file:
+      # A lazy vocabulary whose default changed (or its first use).
+      self._sentencepiece_model_file = path
+      self._model = None
+      self._special_ids = None
+      self._space_cache = None
+    try:
+      context = super()._model_context()
+    except Exception as e:  # pylint: disable=broad-except
+      # tf NotFoundError, protobuf DecodeError, ... : name the file instead.
+      first = (str(e).strip() or type(e).__name__).splitlines()[0]
+      if not tf.io.gfile.exists(path):
+        raise ValueError(f"{path}: no such SentencePiece model file.") from e
+      raise ValueError(f"{path}: cannot load it as a SentencePiece model "
+                       f"({first}).") from e
+    if self._special_ids is None:
+      self._special_ids = read_special_ids(context.tokenizer, path)
+    return context
+
+  @property
+  def special_ids(self) -> SpecialIds:
+    self._model_context()
+    return self._special_ids
+
+  @property
+  def pad_id(self) -> int:
+    return PAD_ID  # read_special_ids refuses any other [PAD] id
+
+  @property
+  def unk_id(self) -> int:
+    return self.special_ids.unk
+
+  @property
+  def cls_id(self) -> int:
+    return self.special_ids.cls
+
+  @property
+  def sep_id(self) -> int:
+    return self.special_ids.sep
+
+  @property
+  def mask_id(self) -> int:
+    return self.special_ids.mask
+
+  @property
+  def bos_id(self) -> Optional[int]:
+    # No BOS: [CLS] is added by the preprocessors, not by SentencePiece.
+    return None
+
+  @property
+  def eos_id(self) -> Optional[int]:
+    # seqio's `decode` truncates at the first EOS; [SEP] separates segments
+    # and must not end decoding, so the vocabulary reports no EOS.
+    return None
+
+  def _encode(self, s: str) -> List[int]:
+    normalized, _ = prenormalize(s)
+    return [p.id for p in _encode_pieces(self.tokenizer, normalized)]
+
+  @tf.autograph.experimental.do_not_convert
+  def _encode_tf(self, s: tf.Tensor) -> tf.Tensor:
+    """Scalar string -> int32 [n]; string [k] -> ragged int32 [k, (n)].
+
+    Uses tf_text's FastSentencepieceTokenizer (`use_fast_tokenizer`): it
+    breaks ties between equal-score segmentations ("000" -> "0" "00") as the
+    Python SentencePiece library and HF do; the older SentencepieceTokenizer
+    op does not always.
+    """
+    scalar = s.shape.rank == 0
+    text = _prenormalize_tf(tf.reshape(s, [-1]))
+    ids = self.tf_tokenizer.tokenize(text).with_row_splits_dtype(tf.int64)
+    # The fix-ups below work on the flat pieces with dense ops: the same
+    # logic on ragged tensors (ragged broadcasting) cost ~0.7 s of tracing
+    # per pipeline.
+    values = tf.cast(ids.flat_values, tf.int32)
+    rows = ids.value_rowids()
+    starts = ids.row_starts()
+    lengths = ids.row_lengths()
+    position = tf.range(tf.size(values, out_type=tf.int64)) - tf.gather(
+        starts, rows)
+    space_id, space_initial = self._space_pieces()
+    last = tf.maximum(tf.size(values, out_type=tf.int64) - 1, 0)
+
+    def piece(offset):
+      # Each row's piece at `offset` (0 or 1); -1 where the row is shorter.
+      index = tf.minimum(starts + offset, last)
+      return tf.where(lengths > offset,
+                      tf.gather(tf.pad(values, [[0, 1]]), index), -1)
+
+    first_is_space = tf.equal(piece(0), space_id) & (space_id >= 0)
+    # Rows whose two first pieces are a doubled "▁" prefix (see
+    # `_doubled_prefix`) lose the first one.
+    second = piece(1)
+    second_initial = tf.gather(tf.constant(space_initial),
+                               tf.maximum(second, 0)) & (second >= 0)
+    drop = first_is_space & second_initial
+    # Rows of one "▁" whose text normalises to nothing (see _encode_pieces)
+    # become empty; such rows are rare, so only they are tokenised again,
+    # without the "▁" prefix, to tell them from a real single space.
+    lone = tf.equal(lengths, 1) & first_is_space
+    empty = tf.equal(self._no_prefix_tf_tokenizer().tokenize(
+        tf.boolean_mask(text, lone)).row_lengths(), 0)
+    drop_all = tf.scatter_nd(tf.where(lone), tf.cast(empty, tf.int32),
+                             tf.shape(lone, out_type=tf.int64)) > 0
+    keep = ~(((position == 0) & tf.gather(drop, rows)) |
+             tf.gather(drop_all, rows))
+    ids = tf.RaggedTensor.from_value_rowids(
+        tf.boolean_mask(values, keep), tf.boolean_mask(rows, keep),
+        nrows=ids.nrows(), validate=False)
+    return ids[0] if scalar else ids
+
+  def _space_pieces(self) -> Tuple[int, np.ndarray]:
+    """The id of the piece "▁" (-1 if none); which pieces start with "▁"."""
+    tokenizer = self.tokenizer  # (re)loads; a new file resets the cache
+    if self._space_cache is None:
+      space_id = tokenizer.PieceToId(_SPACE)
+      if tokenizer.IdToPiece(space_id) != _SPACE:
+        space_id = -1
+      initial = np.array([tokenizer.IdToPiece(i).startswith(_SPACE)
+                          for i in range(tokenizer.GetPieceSize())])
+      self._space_cache = (space_id, initial)
+    return self._space_cache
+
+  @property
+  def tf_tokenizer(self):
+    return _FastSentencepieceTokenizer(self.sp_model)
+
+  def _no_prefix_tf_tokenizer(self):
+    return _FastSentencepieceTokenizer(_without_dummy_prefix(self.sp_model))
+
+  def encode_with_offsets(
+      self, text: str) -> Tuple[List[int], List[Tuple[int, int]]]:
+    """Tokenises `text` and returns each token's character span in it.
+
+    SentencePiece reports spans as UTF-8 *byte* offsets into its input;
+    they are converted here to Python `str` indices of the original text
+    (before the pre-normalisation). Spans exclude whitespace, so that
+    `text[start:end]` is the visible text of the token; a piece made only of
+    whitespace gets an empty span where it begins. When NFKC normalisation
+    expands one character into several pieces (e.g. "…" -> ".", ".", "."),
+    the last of them gets the character's span and the earlier ones an empty
+    span at its start, as SentencePiece reports.
+
+    Args:
+      text: a Python string.
+
+    Returns:
+      (ids, offsets): `ids` equals `self.encode(text)`; `offsets[i]` is the
+      `(start, end)` character span of token `i`.
+    """
+    return encode_with_offsets(self.tokenizer, text)
+
+
+def _resolved_path(vocab: seqio.SentencePieceVocabulary) -> Optional[str]:
+  # Unlike `sentencepiece_model_file`, never raises (equality must not).
+  if getattr(vocab, "_lazy", False):
+    return _default_model_file_or_none()
+  return vocab._sentencepiece_model_file  # pylint: disable=protected-access
+
+
+# --- Which file a lazy vocabulary uses --------------------------------------
+
+# Set by `use_checkpoint_vocabulary` / `checkpoint_vocabulary`; see the
+# module docstring for the order.
+_defaults: Dict[str, Optional[str]] = {"explicit": None, "checkpoint": None}
+
+
+def _default_model_file_or_none() -> Optional[str]:
+  return (_defaults["explicit"] or os.environ.get(SPM_PATH_ENV) or
+          _defaults["checkpoint"])
+
+
+def default_model_file() -> str:
+  """The file lazy vocabularies use now; raises if there is none."""
+  path = _default_model_file_or_none()
+  if not path:
+    raise ValueError(
+        f"Environment variable {SPM_PATH_ENV} is not set: point it at a "
+        "RemBERT SentencePiece model (train one with scripts/train_vocab.py), "
+        f"or start from a checkpoint directory holding {VOCABULARY_FILENAME} "
+        "(the checkpoint converters put it there).")
+  if not tf.io.gfile.exists(path):
+    from_env = (not _defaults["explicit"] and
+                path == os.environ.get(SPM_PATH_ENV))
+    raise ValueError(f"{SPM_PATH_ENV + '=' if from_env else ''}{path}: no "
+                     "such SentencePiece model file.")
+  return path
+
+
+def default_vocabulary() -> RemBertVocabulary:
+  """A vocabulary whose file is `default_model_file()` at each use.
+
+  Nothing is read here, so registering tasks works without a model on disk.
+  Using it with no file chosen, or naming a missing file, raises ValueError.
+  """
+  return RemBertVocabulary(None)
+
+
+def find_checkpoint_vocabulary(checkpoint_path: str) -> Optional[str]:
+  """The `sentencepiece.model` that belongs to a checkpoint, if any.
+
+  Looked up in the path itself and in the MODEL_DIR above a step directory:
+  ours (`MODEL_DIR/checkpoints[/<step>]`) and T5X's (`MODEL_DIR/checkpoint_N`).
+  """
+  path = checkpoint_path.rstrip("/")
+  candidates = [path]
+  parent, name = os.path.split(path)
+  if name == "checkpoints" or re.fullmatch(r"checkpoint_\d+", name):
+    candidates.append(parent)
+  elif name.isdigit() and os.path.basename(parent) == "checkpoints":
+    candidates.append(os.path.dirname(parent))
+  for directory in candidates:
+    model_file = os.path.join(directory, VOCABULARY_FILENAME)
+    if tf.io.gfile.exists(model_file):
+      return model_file
+  return None
+
+
+def use_checkpoint_vocabulary(*checkpoint_paths: Optional[str],
+                              sentencepiece_model: Optional[str] = None
+                              ) -> Optional[str]:
+  """Makes a run's vocabulary the default of lazy vocabularies.
+
+  Call it when a run starts, before a task's vocabulary is first used; each
+  call replaces the previous run's choice (a process may run several).
+  `sentencepiece_model` (an explicit choice) wins over $REMBERT_SPM_PATH,
+  which wins over the first of `checkpoint_paths` (None entries are
+  skipped) that holds a `sentencepiece.model`.
+
+  Returns:
+    The file lazy vocabularies now use, or None if none is chosen.
+  """
+  _defaults["explicit"] = sentencepiece_model or None
+  _defaults["checkpoint"] = None
+  for path in checkpoint_paths:
+    found = find_checkpoint_vocabulary(path) if path else None
+    if found:
+      _defaults["checkpoint"] = found
+      break
+  return _default_model_file_or_none()
+
+
+def save_vocabulary(model_file: str, directory: str) -> str:
+  """Copies `model_file` to `directory/sentencepiece.model` (a run's own copy).
+
+  A directory that already holds a different vocabulary is an error: its
+  checkpoints' ids would mean other pieces.
+
+  Returns:
+    The path written (or already there).
+  """
+  target = os.path.join(directory, VOCABULARY_FILENAME)
+  with tf.io.gfile.GFile(model_file, "rb") as f:
+    data = f.read()
+  if tf.io.gfile.exists(target):
+    with tf.io.gfile.GFile(target, "rb") as f:
+      if f.read() != data:
+        raise ValueError(
+            f"{target} differs from the vocabulary this run uses "
+            f"({model_file}): the directory's checkpoints were made with "
+            "another vocabulary; use a new directory, or that vocabulary.")
+    return target
+  tf.io.gfile.makedirs(directory)
+  if "://" in directory:
+    with tf.io.gfile.GFile(target, "wb") as f:
+      f.write(data)
+  else:
+    from rembert_t5x.runner import io_utils  # pylint: disable=g-import-not-at-top
+    io_utils.atomic_write_bytes(target, data)
+  return target
+
+
+@gin.configurable
+def checkpoint_vocabulary(checkpoint_path: Optional[str] = None,
+                          model_dir: Optional[str] = None,
+                          sentencepiece_model: Optional[str] = None
+                          ) -> RemBertVocabulary:
+  """Gin hook of T5X runs: the run's vocabulary, from its checkpoint.
+
+  Bound as the model's `input_vocabulary` (gin_configs/runs/*_base.gin), so
+  it runs when T5X builds the model, before any dataset. Makes
+  `sentencepiece_model`, else $REMBERT_SPM_PATH, else the vocabulary beside
+  `checkpoint_path` (INITIAL_CHECKPOINT_PATH / CHECKPOINT_PATH) or in
+  `model_dir` (a resumed run) the default of the lazy task vocabularies, and
+  copies it into `model_dir` so later runs and evaluations from there find
+  it.
+
+  Returns:
+    The lazy default vocabulary (equal to the tasks' default vocabulary).
+  """
+  chosen = use_checkpoint_vocabulary(checkpoint_path, model_dir,
+                                     sentencepiece_model=sentencepiece_model)
+  if chosen and model_dir:
+    save_vocabulary(chosen, model_dir)
+  return default_vocabulary()
+
+
+def move_special_pieces(model_file: str, output_file: str,
+                        positions: Mapping[str, int]) -> str:
+  """Writes a copy of a SentencePiece model with pieces moved to new ids.
+
+  Tokenisation is unchanged up to the id permutation (a unigram model's
+  segmentation depends on piece scores, not positions); the other pieces
+  keep their order. Used to build vocabularies with another model's layout,
+  e.g. the released RemBERT's [CLS]=312, [SEP]=313, for tests.
+
+  Args:
+    model_file: the source `.model`.
+    output_file: where to write the result.
+    positions: piece -> new id (ids must be distinct and < the piece count).
+
+  Returns:
+    `output_file`.
+  """
+  proto = sentencepiece_model_pb2.ModelProto()
+  with tf.io.gfile.GFile(model_file, "rb") as f:
+    proto.ParseFromString(f.read())
+  pieces = list(proto.pieces)
+  by_name = {p.piece: p for p in pieces}
+  if len(set(positions.values())) != len(positions) or any(
+      not 0 <= i < len(pieces) for i in positions.values()):
+    raise ValueError(f"positions {dict(positions)} must be distinct ids in "
+                     f"[0, {len(pieces)}).")
+  missing = [name for name in positions if name not in by_name]
+  if missing:
+    raise ValueError(f"{model_file}: no piece {missing[0]!r} to move.")
+  rest = iter(p for p in pieces if p.piece not in positions)
+  placed = {i: by_name[name] for name, i in positions.items()}
+  ordered = [placed[i] if i in placed else next(rest)
+             for i in range(len(pieces))]
+  new_pieces = [sentencepiece_model_pb2.ModelProto.SentencePiece()
+                for _ in ordered]
+  for new, old in zip(new_pieces, ordered):
+    new.CopyFrom(old)
+  del proto.pieces[:]
+  proto.pieces.extend(new_pieces)
+  names = [p.piece for p in new_pieces]
+  spec = proto.trainer_spec
+  # Keep the trainer spec's ids consistent with the moved pieces.
+  for kind in ("unk", "pad", "bos", "eos"):
+    piece = getattr(spec, f"{kind}_piece")
+    if getattr(spec, f"{kind}_id") >= 0 and piece in names:
+      setattr(spec, f"{kind}_id", names.index(piece))
+  with tf.io.gfile.GFile(output_file, "wb") as f:
+    f.write(proto.SerializeToString())
+  return output_file
+
+
+def alpha_sampling_rates(counts: Dict[str, float],
+                         alpha: float) -> Dict[str, float]:
+  """Returns p_l ∝ n_l^alpha over languages, normalised to sum to 1.
+
+  Args:
+    counts: language -> n_l (sentences, lines or examples); all > 0.
+    alpha: the exponent; 1 keeps the natural distribution, 0 is uniform.
+
+  Returns:
+    language -> sampling probability.
+  """
+  if not counts:
+    raise ValueError("alpha_sampling_rates: no languages given.")
+  for lang, n in counts.items():
+    if not n or n <= 0:
+      raise ValueError(
+          f"alpha_sampling_rates: language {lang!r} has count {n}; every "
+          "language needs a positive count.")
+  weights = {lang: float(n) ** alpha for lang, n in counts.items()}
+  total = sum(weights.values())
+  return {lang: w / total for lang, w in weights.items()}
+
+
+def sample_sentences(files_by_lang: Dict[str, Sequence[str]],
+                     max_sentences: int,
+                     alpha: float = 0.5,
+                     seed: int = 0) -> Dict[str, List[str]]:
+  """Draws lines with language rates p_l ∝ n_l^alpha.
+
+  The total drawn is min(max_sentences, number of lines available): alpha
+  re-weights the languages without inflating a small corpus.
+
+  A language whose share exceeds its line count is sampled with replacement
+  (that is the point of alpha < 1: low-resource languages are up-weighted);
+  the others without replacement.
+
+  Args:
+    files_by_lang: language code -> list of UTF-8 text files, one sentence
+      (or paragraph) a line.
+    max_sentences: cap on the total number of lines drawn.
+    alpha: the sampling exponent.
+    seed: seed of the draw.
+
+  Returns:
+    language -> the sampled lines.
+  """
+  if max_sentences <= 0:
+    raise ValueError(f"max_sentences must be positive, got {max_sentences}.")
+  lines_by_lang = {}
+  for lang, paths in sorted(files_by_lang.items()):
+    if not paths:
+      raise ValueError(f"Language {lang!r}: no files given.")
+    lines = []
+    for path in paths:
+      lines.extend(text_sources.read_text_lines(path))
+    lines_by_lang[lang] = lines
+  rates = alpha_sampling_rates(
+      {lang: len(lines) for lang, lines in lines_by_lang.items()}, alpha)
+  total = min(max_sentences, sum(len(l) for l in lines_by_lang.values()))
+  rng = np.random.RandomState(seed)
+  sampled = {}
+  for lang, lines in lines_by_lang.items():
+    quota = max(1, int(round(rates[lang] * total)))
+    replace = quota > len(lines)
+    picks = rng.choice(len(lines), size=quota, replace=replace)
+    sampled[lang] = [lines[i] for i in picks]
+  return sampled
+
+
+def train_sentencepiece(files_by_lang: Dict[str, Sequence[str]],
+                        model_prefix: str,
+                        vocab_size: int,
+                        alpha: float = 0.5,
+                        max_sentences: int = 10_000_000,
+                        seed: int = 0,
+                        character_coverage: float = 0.9995,
+                        num_threads: int = 1) -> str:
+  """Trains a SentencePiece unigram model on alpha-sampled multilingual text.
+
+  The training text is drawn with `sample_sentences` (p_l ∝ n_l^alpha) and
+  pre-normalised as at encoding time; the model reserves
+  [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4 (`TRAINED_LAYOUT`).
+
+  Args:
+    files_by_lang: language code -> list of UTF-8 text files.
+    model_prefix: output prefix; writes `<prefix>.model` and `<prefix>.vocab`.
+    vocab_size: total number of pieces including the five special ones.
+    alpha: language sampling exponent (0.5 in RemBERT).
+    max_sentences: cap on the number of lines drawn for training.
+    seed: seed of the line sampling (SentencePiece's own training is
+      deterministic given its input).
+    character_coverage: share of characters covered by single-character
+      pieces; the rest map to [UNK]. Keep it high for many scripts.
+    num_threads: SentencePiece trainer threads.
+
+  Returns:
+    The path of the written `.model` file.
+  """
+  if vocab_size <= len(SPECIAL_PIECES):
+    raise ValueError(
+        f"vocab_size must exceed {len(SPECIAL_PIECES)} (the special ids), got "
+        f"{vocab_size}.")
+  sampled = sample_sentences(files_by_lang, max_sentences, alpha, seed)
+  out_dir = os.path.dirname(os.path.abspath(model_prefix))
+  os.makedirs(out_dir, exist_ok=True)
+  with tempfile.NamedTemporaryFile(
+      "w", encoding="utf-8", suffix=".txt", delete=False) as f:
+    corpus_path = f.name
+    for lang in sorted(sampled):
+      for line in sampled[lang]:
+        f.write(prenormalize(line)[0] + "\n")
+  try:
+    spm.SentencePieceTrainer.train(
+        input=corpus_path,
+        model_prefix=model_prefix,
+        model_type="unigram",
+        vocab_size=vocab_size,
+        character_coverage=character_coverage,
+        # Sampling already happened above; let SentencePiece read it all.
+        input_sentence_size=0,
+        shuffle_input_sentence=False,
+        pad_id=TRAINED_LAYOUT.pad,
+        pad_piece=PAD_PIECE,
+        unk_id=TRAINED_LAYOUT.unk,
+        unk_piece=UNK_PIECE,
+        bos_id=-1,
+        eos_id=-1,
+        control_symbols=[CLS_PIECE, SEP_PIECE],
+        user_defined_symbols=[MASK_PIECE],
+        num_threads=num_threads,
+        minloglevel=2,
+    )
+  except RuntimeError as e:
+    raise ValueError(
+        f"SentencePiece training for {model_prefix}.model failed: {e}") from e
+  finally:
+    os.remove(corpus_path)
+  model_path = model_prefix + ".model"
+  # Fail here, not in a later training run, if the ids came out wrong.
+  ids = read_special_ids(spm.SentencePieceProcessor(model_file=model_path),
+                         model_path)
+  if ids != TRAINED_LAYOUT:
+    raise ValueError(f"{model_path}: special ids {ids} are not the trained "
+                     f"layout {TRAINED_LAYOUT}.")
+  return model_path

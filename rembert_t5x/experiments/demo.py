@@ -1,0 +1,437 @@
+r"""The offline demo: coupled vs decoupled embeddings, zero-shot transfer.
+
+  python -m rembert_t5x.experiments.demo --workdir /tmp/demo          # ~10 min, 2 cores
+  python -m rembert_t5x.experiments.demo --workdir /tmp/demo --full   # 3 pre-training seeds
+
+On one CPU machine, with nothing downloaded:
+  1. generates a synthetic multilingual corpus (languages that share a latent
+     grammar but not their words or scripts, plus shared anchors such as
+     digits and names) and synthetic tasks in the XTREME formats, with
+     `eval_examples` dev examples per language;
+  2. trains a SentencePiece vocabulary on the corpus;
+  3. pre-trains two tiny models with MLM: coupled (tied E_in = E_out = H, the
+     mBERT baseline) and decoupled (E_in < H < E_out, RemBERT's design), each
+     with `pretrain_seeds` seeds;
+  4. fine-tunes every pre-trained model `finetune_seeds` times on pair
+     classification, entity tagging and extractive QA in the training
+     language only (the MLM head, the output embedding, is dropped);
+  5. evaluates every language zero-shot, and reports each number as mean ±
+     std over seeds with the evaluation set's bootstrap standard error, and
+     decoupled − coupled with Welch's t-test over seeds (Holm-corrected over
+     the tasks; why this test: `rembert_t5x.experiments.uncertainty`). A direction
+     is stated only where the test rejects equality at 0.05; otherwise the
+     table says "no significant difference".
+
+Writes `results.json` (every run's per-language metrics, the summaries, the
+tests, timings), `results.md` and `results_<task>.png` (per-language means
+with std error bars and chance levels).
+
+Seeds: run r of pre-training seed p uses training seed `seed + p` for
+pre-training and `seed + p * finetune_seeds + r` for fine-tuning (weights of
+the new head, data order, dropout); the data are generated once with
+`data_seed`. Runs are not bit-reproducible across machines (floating-point
+differences change the trajectory, like another seed): compare runs within
+their printed error bars.
+
+The demo resumes: a pre-training or fine-tuning run whose record
+(`demo_mlm.json`, `demo_run.json`) is in the work directory is not rerun, so
+a stopped `--full` run continues where it was.
+
+Every stage is the same code a real run uses: SeqIO tasks, our feature
+converters, the model classes T5X trains, the local runner and SeqIO's
+evaluator. Compiled programs are kept in `<workdir>/xla_cache` (JAX's
+persistent compilation cache, unless JAX_COMPILATION_CACHE_DIR names one),
+so the fine-tuning runs after the first of each (variant, task) skip XLA
+compilation.
+"""
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import pathlib
+import time
+from typing import Any, Callable, Dict, List
+
+from rembert_t5x import configs
+from rembert_t5x import errors
+from rembert_t5x import models
+from rembert_t5x import network
+from rembert_t5x.data import synthetic
+from rembert_t5x.experiments import synthetic_baselines
+from rembert_t5x.experiments import uncertainty
+from rembert_t5x.runner import cli
+from rembert_t5x.runner import eval as eval_lib
+from rembert_t5x.runner import io_utils
+from rembert_t5x.runner import checkpoints
+from rembert_t5x.runner import train
+
+VARIANTS = {
+    "coupled": "gin_configs/models/tiny_coupled.gin",
+    "decoupled": "gin_configs/models/tiny.gin",
+}
+BASELINE, CANDIDATE = "coupled", "decoupled"
+TASKS = {
+    # family: (objective, input length, main metric)
+    "pair": ("pair", 64, "accuracy"),
+    "tag": ("tagging", 64, "f1"),
+    "qa": ("qa", 96, "f1"),
+}
+NUM_CLASSES = {"pair": 2, "tag": len(synthetic.TAGS)}
+
+
+@dataclasses.dataclass
+class DemoSettings:
+  """Sizes and seeds of one demo run (every field is a command-line flag)."""
+  # The steps are cut from the single-seed demo's 2000 / 200 / 600 so that
+  # three fine-tuning seeds and 5x larger dev sets fit the same ~10 minutes
+  # on 2 cores (docs/DEMO_RESULTS.md has the measurements).
+  pretrain_steps: int = 1500
+  finetune_steps: int = 150
+  batch_size: int = 32
+  pretrain_length: int = 64
+  pretrain_learning_rate: float = 3e-3
+  finetune_learning_rate: float = 5e-4
+  # Sentence-pair comparison is learnt more slowly than tagging or QA: it
+  # gets more steps and a higher learning rate.
+  pair_finetune_steps: int = 300
+  pair_finetune_learning_rate: float = 1e-3
+  pretrain_seeds: int = 1
+  finetune_seeds: int = 3
+  seed: int = 0
+  data_seed: int = 0
+  # Comma-separated subset of TASKS (a quicker run, or a smoke test).
+  tasks: str = ",".join(TASKS)
+  # Dev examples per language: the bootstrap standard error of an accuracy
+  # near 60% is ~1.5 points at 1,000.
+  eval_examples: int = 1000
+
+  def finetune(self, family: str):
+    """(steps, learning rate) for fine-tuning one task family."""
+    if family == "pair":
+      return self.pair_finetune_steps, self.pair_finetune_learning_rate
+    return self.finetune_steps, self.finetune_learning_rate
+
+  def families(self) -> List[str]:
+    return self.tasks.split(",")
+
+  def check(self) -> None:
+    unknown = sorted(set(self.families()) - set(TASKS))
+    if unknown or not self.tasks:
+      raise errors.UserError(
+          f"--tasks {self.tasks!r}: unknown task(s) {unknown}; expected a "
+          f"comma-separated subset of {list(TASKS)}")
+    for name in ("pretrain_seeds", "finetune_seeds", "eval_examples",
+                 "pretrain_steps", "finetune_steps", "pair_finetune_steps",
+                 "batch_size"):
+      if getattr(self, name) < 1:
+        raise errors.UserError(f"--{name} must be at least 1, got "
+                            f"{getattr(self, name)}")
+
+
+FULL = dict(pretrain_seeds=3)
+
+
+class _Clock:
+  """Wall and process CPU seconds since the start, and per stage.
+
+  CPU seconds (all threads) are logged beside wall seconds: on a shared
+  machine the wall time says little about the cost on an idle one.
+  """
+
+  def __init__(self):
+    self.start_wall, self.start_cpu = time.time(), time.process_time()
+    self.stages: Dict[str, List[float]] = {}
+
+  def __call__(self) -> str:
+    return (f"[{time.time() - self.start_wall:5.0f}s wall "
+            f"{time.process_time() - self.start_cpu:5.0f}s cpu]")
+
+  @contextlib.contextmanager
+  def stage(self, name: str):
+    wall, cpu = time.time(), time.process_time()
+    yield
+    total = self.stages.setdefault(name, [0.0, 0.0])
+    total[0] += time.time() - wall
+    total[1] += time.process_time() - cpu
+
+  def totals(self) -> Dict[str, Any]:
+    return {"seconds": round(time.time() - self.start_wall, 1),
+            "cpu_seconds": round(time.process_time() - self.start_cpu, 1),
+            "stages": {k: [round(w, 1), round(c, 1)]
+                       for k, (w, c) in self.stages.items()}}
+
+
+@contextlib.contextmanager
+def compilation_cache(path: pathlib.Path):
+  """JAX's persistent compilation cache in `path` for the block.
+
+  Every fine-tuning run of one (variant, task) compiles the same programs
+  (seeds are inputs, not constants), so all but the first load them. A
+  cache directory already configured (JAX_COMPILATION_CACHE_DIR, the test
+  suite's) is kept; otherwise the previous setting is restored afterwards.
+  """
+  import jax  # pylint: disable=g-import-not-at-top
+  from jax.experimental.compilation_cache import compilation_cache as cc  # pylint: disable=g-import-not-at-top
+  name = "jax_compilation_cache_dir"
+  old = getattr(jax.config, name)
+  if old:
+    yield
+    return
+  # JAX's default threshold (programs that took >= 1 s to compile) keeps
+  # the train and init steps, not the many small eager ops.
+  jax.config.update(name, str(path))
+  cc.reset_cache()
+  try:
+    yield
+  finally:
+    jax.config.update(name, old)
+    cc.reset_cache()
+
+
+def run(workdir: str, settings: DemoSettings = DemoSettings(),
+        log: Callable[[str], None] = print) -> Dict[str, Any]:
+  """Runs the whole demo under `workdir`; returns the results record."""
+  settings.check()
+  out = pathlib.Path(workdir)
+  out.mkdir(parents=True, exist_ok=True)
+  with compilation_cache(out / "xla_cache"):
+    return _run(out, settings, log)
+
+
+def _prepare(out: pathlib.Path, settings: DemoSettings):
+  from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
+  manifest = synthetic_tasks.prepare(str(out / "data"),
+                                     seed=settings.data_seed,
+                                     eval_examples=settings.eval_examples)
+  made = (manifest["seed"], manifest["sizes"]["eval_examples"])
+  if made != (settings.data_seed, settings.eval_examples):
+    raise errors.UserError(
+        f"{out / 'data' / 'manifest.json'}: data were generated with "
+        f"data_seed={made[0]}, eval_examples={made[1]}, not "
+        f"{settings.data_seed}, {settings.eval_examples}; use a new --workdir")
+  return manifest, synthetic_tasks.register_synthetic(manifest,
+                                                      prefix="demo_")
+
+
+def _run(out: pathlib.Path, settings: DemoSettings,
+         log: Callable[[str], None]) -> Dict[str, Any]:
+  from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
+  clock = _Clock()
+  log(f"{clock()} synthetic data ({settings.eval_examples} dev examples per "
+      f"language) and vocabulary in {out / 'data'}")
+  with clock.stage("data"):
+    manifest, names = _prepare(out, settings)
+    chance = synthetic_baselines.chance_levels(manifest["dir"], split="dev")
+  train_lang = manifest["train_language"]
+  results: Dict[str, Any] = {"variants": {}, "chance": chance, "runs": [],
+                             "languages": manifest["languages"],
+                             "train_language": train_lang,
+                             "settings": dataclasses.asdict(settings)}
+  evaluators = {}
+  for variant, gin_file in VARIANTS.items():
+    config = dataclasses.replace(configs.config_from_gin(gin_file),
+                                 vocab_size=synthetic_tasks.VOCAB_SIZE)
+    counts = configs.count_parameters(config)
+    record = results["variants"][variant] = {"params": counts, "mlm": []}
+    # One model object per task: its jitted predict function is reused by
+    # every seed.
+    task_models = {f: _finetune_model(TASKS[f][0], config, f)
+                   for f in settings.families()}
+    for p in range(settings.pretrain_seeds):
+      pre_dir = out / variant / f"pretrain-{p}"
+      log(f"{clock()} {variant}: pre-training seed {p}, "
+          f"{settings.pretrain_steps} steps "
+          f"({counts['pretraining_params']:,} parameters)")
+      done = pre_dir / "demo_mlm.json"
+      with clock.stage("pretrain"):
+        pre = json.loads(done.read_text()) if done.exists() else train.train(
+            str(pre_dir), model=models.RemBertMLMModel(
+                network.RemBertForMaskedLM(config), max_predictions_per_seq=16),
+            mixture_or_task_name=names["mlm"],
+            task_feature_lengths={"input_tokens": settings.pretrain_length},
+            train_steps=settings.pretrain_steps,
+            batch_size=settings.batch_size,
+            learning_rate=settings.pretrain_learning_rate,
+            warmup_steps=settings.pretrain_steps // 10, pack=True,
+            checkpoint_period=settings.pretrain_steps, log_period=50,
+            seed=settings.seed + p, data_seed=settings.seed + p,
+            progress_bar=False)
+      pre = {k: float(v) for k, v in pre.items()}
+      io_utils.atomic_write_json(done, pre)
+      record["mlm"].append({"pretrain_seed": p, "loss": pre["loss"],
+                            "accuracy": pre["mlm/accuracy"]})
+      for family in settings.families():
+        length = TASKS[family][1]
+        steps, learning_rate = settings.finetune(family)
+        model, lengths = task_models[family], {"input_tokens": length}
+        for r in range(settings.finetune_seeds):
+          seed = settings.seed + p * settings.finetune_seeds + r
+          ft_dir = out / variant / f"{family}-{p}-{r}"
+          done = ft_dir / "demo_run.json"
+          if done.exists():
+            log(f"{clock()} {variant}: {family}, pre-training seed {p}, "
+                f"fine-tuning seed {seed}: done, skipped")
+            results["runs"].append(json.loads(done.read_text()))
+            continue
+          log(f"{clock()} {variant}: {family} on {train_lang}, pre-training "
+              f"seed {p}, fine-tuning seed {seed}: {steps} steps, evaluation")
+          with clock.stage("finetune"):
+            train.train(
+                str(ft_dir), model=model,
+                mixture_or_task_name=f"demo_{family}_train",
+                task_feature_lengths=lengths, train_steps=steps,
+                batch_size=settings.batch_size, learning_rate=learning_rate,
+                warmup_steps=steps // 10, checkpoint_period=steps,
+                log_period=50, seed=seed, data_seed=seed,
+                init_checkpoint=str(pre_dir), progress_bar=False)
+          with clock.stage("evaluate"):
+            if family not in evaluators:
+              evaluators[family] = eval_lib.make_evaluator(
+                  model, names[family], "validation", lengths)
+            task_metrics = eval_lib.evaluate_with(
+                evaluators[family], model, checkpoints.load_params(str(ft_dir)))
+          results["runs"].append({
+              "variant": variant, "family": family, "pretrain_seed": p,
+              "finetune_seed": seed,
+              "languages": {eval_lib.task_language(t): m
+                            for t, m in sorted(task_metrics.items())}})
+          io_utils.atomic_write_json(done, results["runs"][-1])
+  results.update(analyse(results))
+  results["timing"] = clock.totals()
+  _write(out, results)
+  log(f"{clock()} wrote {out / 'results.md'}")
+  return results
+
+
+def _finetune_model(kind: str, config: network.RemBertConfig, family: str):
+  module = models.make_module(kind, config, NUM_CLASSES.get(family))
+  if kind == "pair":
+    return models.RemBertPairClassificationModel(module)
+  if kind == "tagging":
+    return models.RemBertTaggingModel(module)
+  from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
+  return models.RemBertQAModel(
+      module, max_answer_length=synthetic_tasks.QA_SETTINGS["max_answer_length"])
+
+
+def analyse(results: Dict[str, Any]) -> Dict[str, Any]:
+  """{"summary": {family: {variant: ...}}, "comparison": {family: ...}}
+  from the per-run records (`uncertainty.summarize` and `.compare`)."""
+  summary = {}
+  families = {r["family"] for r in results["runs"]}
+  for family, (_, _, metric) in TASKS.items():
+    if family not in families:
+      continue
+    summary[family] = {
+        v: uncertainty.summarize(
+            [r for r in results["runs"]
+             if r["variant"] == v and r["family"] == family],
+            metric, results["train_language"])
+        for v in results["variants"]}
+  return {"summary": summary,
+          "comparison": uncertainty.compare(summary, BASELINE, CANDIDATE)}
+
+
+def zero_shot_chance(results: Dict[str, Any]) -> Dict[str, float]:
+  """Chance level of each family's zero-shot average."""
+  return {f: uncertainty.zero_shot_average(levels, results["train_language"])
+          for f, levels in results["chance"].items()}
+
+
+def summary_table(results: Dict[str, Any]) -> str:
+  """Markdown: the zero-shot comparison, then per task a language table."""
+  metrics = {f: m for f, (_, _, m) in TASKS.items()
+             if f in results["summary"]}
+  legend = (uncertainty.unit_description(results["summary"]) +
+            " eval SE: bootstrap standard error of one run's zero-shot "
+            "average over the dev examples (upper bound). p: Welch's t-test "
+            "over seeds, Holm-corrected over the tasks; a direction is "
+            f"stated only for p < {uncertainty.ALPHA}.")
+  lines = [uncertainty.comparison_table(
+      results["summary"], results["comparison"], metrics, BASELINE, CANDIDATE,
+      zero_shot_chance(results)), "", legend, ""]
+  train_lang = results["train_language"]
+  variants = list(results["variants"])
+  for family, metric in metrics.items():
+    lines += [f"### {family} ({metric}; fine-tuned on {train_lang} only; "
+              "mean ± std over seeds, eval SE in brackets)", "",
+              "| language | " + " | ".join(variants) + " | chance |",
+              "|---|" + "---|" * (len(variants) + 1)]
+    for lang in results["languages"]:
+      cells = []
+      for variant in variants:
+        mean, std = results["summary"][family][variant]["languages"][lang]
+        ses = [r["languages"][lang].get(f"{metric}_se")
+               for r in results["runs"]
+               if r["variant"] == variant and r["family"] == family]
+        se = (f" [{sum(ses) / len(ses):.1f}]" if ses and None not in ses
+              else "")
+        cells.append(f"{mean:.1f} ± {std:.1f}{se}")
+      chance = results["chance"].get(family, {}).get(lang)
+      note = " (train)" if lang == train_lang else ""
+      lines.append(f"| {lang}{note} | " + " | ".join(cells) +
+                   f" | {'' if chance is None else f'{chance:.1f}'} |")
+    lines.append("")
+  return "\n".join(lines)
+
+
+def _write(out: pathlib.Path, results: Dict[str, Any]) -> None:
+  io_utils.atomic_write_json(out / "results.json", results, indent=1)
+  params = "; ".join(
+      f"{v}: {r['params']['pretraining_params']:,} pre-training / "
+      f"{r['params']['finetuning_params']:,} fine-tuning parameters"
+      for v, r in results["variants"].items())
+  s, timing = results["settings"], results["timing"]
+  text = (f"# Offline demo: zero-shot cross-lingual transfer\n\n"
+          f"{params}. {s['pretrain_seeds']} pre-training seed(s) × "
+          f"{s['finetune_seeds']} fine-tuning seeds per variant, "
+          f"{s['eval_examples']} dev examples per language, seed base "
+          f"{s['seed']}. Total {timing['seconds']} s wall, "
+          f"{timing['cpu_seconds']} s CPU.\n\n"
+          "Zero-shot averages (every language but the training one):\n\n"
+          f"{summary_table(results)}")
+  io_utils.atomic_write_text(out / "results.md", text)
+  for family, (_, _, metric) in TASKS.items():
+    if family not in results["summary"]:
+      continue
+    by_variant = results["summary"][family]
+    groups = {v: {l: ms[0] for l, ms in s["languages"].items()}
+              for v, s in by_variant.items()}
+    errors = {v: {l: ms[1] for l, ms in s["languages"].items()}
+              for v, s in by_variant.items()}
+    eval_lib.plot_languages(
+        groups, out / f"results_{family}.png",
+        f"{family}: zero-shot from {results['train_language']} "
+        "(mean ± std over seeds)", metric, results["chance"].get(family),
+        errors=errors)
+
+
+def parse_args(argv=None):
+  """(workdir, DemoSettings) from the command line; `--full` sets `FULL`
+  unless a flag names the field explicitly."""
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--workdir", required=True)
+  parser.add_argument("--full", action="store_true",
+                      help=f"the longer run: {FULL} (explicit flags win)")
+  for field in dataclasses.fields(DemoSettings):
+    parser.add_argument(f"--{field.name}", type=type(field.default),
+                        default=None, help=f"default {field.default}")
+  args = parser.parse_args(argv)
+  values = dict(FULL) if args.full else {}
+  values.update({f.name: getattr(args, f.name)
+                 for f in dataclasses.fields(DemoSettings)
+                 if getattr(args, f.name) is not None})
+  return args.workdir, DemoSettings(**values)
+
+
+def main(argv=None) -> None:
+  workdir, settings = parse_args(argv)
+  with cli.user_errors():
+    results = run(workdir, settings)
+  print(summary_table(results))
+  print(json.dumps(results["timing"]))
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,784 @@
+r"""Fine-tuning sweeps with the paper's protocol, aggregated into one table.
+
+  # The offline demo tasks with a pre-trained tiny model (local runner):
+  python -m rembert_t5x.experiments.sweep --experiment=demo --workdir=/tmp/sweep \
+    --pretrained=/tmp/m --learning_rates=5e-4,1e-3 --seeds=0,1
+  # RemBERT (Table 15) over XTREME's download folder instead of TFDS, from a
+  # converted checkpoint (README "From the released RemBERT to Table 16"):
+  python -m rembert_t5x.experiments.sweep --experiment=table15 --workdir=/tmp/t16 \
+    --pretrained=/tmp/rembert --xtreme_dir=xtreme/download
+  # The paper's ablation grid (Table 10), as T5X commands for a cluster:
+  python -m rembert_t5x.experiments.sweep --experiment=table10 --workdir=gs://b/sweep \
+    --runner=t5x --pretrained=gs://b/pretrain/checkpoint_N \
+    --model_gin=gin_configs/models/paper/table3_ein128_eout768.gin
+
+Experiments (the grids are data, `EXPERIMENTS` below); every one trains on
+English and runs 3 seeds unless --seeds says otherwise:
+  table10  the ablation models (paper Table 10): batch 32; PAWS-X
+           {3,4,5}e-5, XNLI {1,2,3}e-5, SQuAD-trained QA {2,3,4}e-5, NER
+           {1,...,5}e-5 (TyDiQA-GoldP: the QA grid, our choice).
+  table15  RemBERT (Table 15): PAWS-X 8e-6, XNLI 1e-5, SQuAD 9e-6, POS 3e-5
+           at batch 128; NER 8e-6 at batch 64 (TyDiQA-GoldP: SQuAD's, our
+           choice).
+  demo     the synthetic pair / tag / qa tasks of the offline demo.
+
+Protocol (paper §4, XTREME; README "Fidelity to the paper"):
+  - steps: 3 epochs of the English training set at the grid's batch size,
+    derived from the dataset's size (`protocol.train_steps`), never typed in;
+  - a checkpoint at the end of every epoch; the one with the best English
+    dev score is selected (`eval.select_checkpoint`) and evaluated on every
+    language;
+  - splits per family: XNLI, PAWS-X, PAN-X, UD-POS and MLQA on their dev
+    sets ('validation'), XQuAD on 'test' (its only split), TyDiQA-GoldP on
+    each language's validation split; the SQuAD-trained model is evaluated
+    on XQuAD and MLQA (one training run, two families);
+  - the learning rate with the best English-dev score (mean over seeds) is
+    selected per grid; results are keyed by the full task name and reported
+    per family and language as mean ± std over seeds; a family's average is
+    over its languages (English included, as XTREME), the overall average
+    over families; QA scores are (EM + F1) / 2.
+
+`--xtreme_dir=DIR` runs the grids on the `rembert_local_*` tasks over DIR
+(`xtreme_local`: every file a grid reads is checked first; the T5X commands
+export $REMBERT_XTREME_DIR and name the local tasks); `--languages` keeps
+some evaluation languages only (local runner).
+
+`--runner=local` runs each (grid, learning rate, seed) from the
+pre-training MODEL_DIR `--pretrained` and writes
+`DIR/runs/<grid>/lr=<lr>/seed=<seed>/results.json`; a grid point whose
+results file exists is not rerun (the sweep resumes). Aggregation writes
+DIR/sweep.json, DIR/sweep.md and DIR/sweep.png. `--runner=t5x` prints, per
+grid point, a `t5x.train` command (the run file derives TRAIN_STEPS from the
+dataset and BATCH_SIZE, checkpoints and evaluates English dev every epoch),
+the selection command (`protocol select`) and one `t5x.eval` command per
+family on the selected checkpoint.
+"""
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import pathlib
+import shlex
+import time
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+
+from rembert_t5x import errors
+from rembert_t5x import protocol
+from rembert_t5x.experiments import paper_reference
+from rembert_t5x.runner import cli
+
+SEEDS = (0, 1, 2)
+# Kept under its old name for callers; defined once in `protocol`.
+task_score = protocol.task_score
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+  """One reported task family of a fine-tuned model.
+
+  Attributes:
+    family: short family name ('xquad'); its tasks are named
+      `<prefix><family>_<lang>`.
+    mixture: SeqIO mixture holding the family's per-language tasks.
+    split: the split the paper reports for the family.
+    eval_file: T5X run file (None: no T5X run file).
+  """
+  family: str
+  mixture: str
+  split: str
+  eval_file: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSpec:
+  """One fine-tuning grid of an experiment.
+
+  Attributes:
+    name: short name used in directories ('xnli', 'squad', 'pair', ...).
+    kind: model objective: 'pair', 'tagging' or 'qa'.
+    num_classes: classes (pair) or tags (tagging); None for QA.
+    train_task: SeqIO task trained on (the training language only).
+    selection_task: the training language's dev task ('validation' split)
+      that checkpoints and learning rates are selected on.
+    evaluations: the families reported from this model.
+    learning_rates: the grid.
+    length: input length (`input_tokens`).
+    batch_size: fine-tuning batch size.
+    train_steps: fine-tuning steps; None derives them from the training
+      set's size: `epochs` at `batch_size` (`protocol.train_steps`).
+    epochs: passes over the training set; one checkpoint per epoch is a
+      selection candidate.
+    train_language: the language trained on and selected on.
+    run_file: T5X fine-tuning run file (None: none).
+    max_answer_length: QA decoding limit.
+  """
+  name: str
+  kind: str
+  num_classes: Optional[int]
+  train_task: str
+  selection_task: str
+  evaluations: tuple
+  learning_rates: tuple
+  length: int = 128
+  batch_size: int = 32
+  train_steps: Optional[int] = None
+  epochs: int = protocol.EPOCHS
+  train_language: str = "en"
+  run_file: Optional[str] = None
+  max_answer_length: int = 30
+
+  @property
+  def eval_mixture(self) -> str:
+    """The first family's mixture (single-family grids: the demo tasks)."""
+    return self.evaluations[0].mixture
+
+
+def _runs(name: str) -> str:
+  return f"gin_configs/runs/{name}.gin"
+
+
+def _family(family: str, split: str) -> Evaluation:
+  return Evaluation(family, f"rembert_{family}_zeroshot", split,
+                    _runs(f"eval_{family}"))
+
+
+def _paper_grids(batch: Callable[[str], int], lrs: Mapping[str, tuple],
+                 names: Sequence[str]) -> Dict[str, TaskSpec]:
+  """The XTREME fine-tuning grids, one per training set.
+
+  XNLI, PAWS-X, PAN-X, UD-POS and MLQA report their dev sets, XQuAD its only
+  split ('test'), TyDiQA-GoldP each language's validation split (paper
+  §4: "dev sets unless stated"). The SQuAD-trained model serves XQuAD and
+  MLQA; TyDiQA-GoldP trains on its English training set (XTREME's
+  `train_qa.sh`). Selection is on the English dev task.
+  """
+  specs = {
+      "xnli": TaskSpec("xnli", "pair", 3, "rembert_xnli_train_en",
+                       "rembert_xnli_en", (_family("xnli", "validation"),),
+                       (), run_file=_runs("finetune_xnli")),
+      "pawsx": TaskSpec("pawsx", "pair", 2, "rembert_pawsx_train_en",
+                        "rembert_pawsx_en", (_family("pawsx", "validation"),),
+                        (), run_file=_runs("finetune_pawsx")),
+      "panx": TaskSpec("panx", "tagging", 7, "rembert_panx_train_en",
+                       "rembert_panx_en", (_family("panx", "validation"),),
+                       (), run_file=_runs("finetune_panx")),
+      # 18 = len(rembert_tasks.udpos.LABELS) (tests/sweep_test.py checks).
+      "udpos": TaskSpec("udpos", "tagging", 18, "rembert_udpos_train_en",
+                        "rembert_udpos_en",
+                        (_family("udpos", "validation"),), (),
+                        run_file=_runs("finetune_udpos")),
+      "squad": TaskSpec("squad", "qa", None, "rembert_squad_train_en",
+                        "rembert_squad_en",
+                        (_family("xquad", "test"),
+                         _family("mlqa", "validation")), (), length=384,
+                        run_file=_runs("finetune_xquad")),
+      "tydiqa": TaskSpec("tydiqa", "qa", None, "rembert_tydiqa_train_en",
+                         "rembert_tydiqa_en",
+                         (_family("tydiqa", "validation"),), (), length=384,
+                         run_file=_runs("finetune_tydiqa")),
+  }
+  return {n: dataclasses.replace(specs[n], learning_rates=tuple(lrs[n]),
+                                 batch_size=batch(n)) for n in names}
+
+
+# Paper Table 10 (ablation models): batch 32 everywhere. TyDiQA-GoldP is not
+# in Table 10's list; it gets the QA grid (our choice).
+TABLE10_LRS = {"pawsx": (3e-5, 4e-5, 5e-5), "xnli": (1e-5, 2e-5, 3e-5),
+               "squad": (2e-5, 3e-5, 4e-5), "tydiqa": (2e-5, 3e-5, 4e-5),
+               "panx": (1e-5, 2e-5, 3e-5, 4e-5, 5e-5)}
+# Paper Table 15 (RemBERT): batch 128, NER 64. TyDiQA-GoldP is not in Table
+# 15; it gets SQuAD's settings (our choice).
+TABLE15_LRS = {"pawsx": (8e-6,), "xnli": (1e-5,), "squad": (9e-6,),
+               "udpos": (3e-5,), "panx": (8e-6,), "tydiqa": (9e-6,)}
+TABLE15_BATCH = {"panx": 64}
+
+EXPERIMENTS: Dict[str, Dict[str, TaskSpec]] = {
+    "table10": _paper_grids(lambda name: 32, TABLE10_LRS,
+                            ("pawsx", "xnli", "squad", "tydiqa", "panx")),
+    "table15": _paper_grids(lambda name: TABLE15_BATCH.get(name, 128),
+                            TABLE15_LRS, ("pawsx", "xnli", "squad", "tydiqa",
+                                          "udpos", "panx")),
+}
+
+
+def demo_tasks(prefix: str = "rembert_synthetic_",
+               train_steps: Optional[int] = None) -> Dict[str, TaskSpec]:
+  """The synthetic tasks of the offline demo (`rembert_tasks.synthetic`).
+
+  Fixed step counts (the demo's tuned budget), the same selection and
+  per-family evaluation as the paper's grids, on the dev sets.
+  """
+  from rembert_t5x.data import synthetic  # pylint: disable=g-import-not-at-top
+  lang = synthetic.TRAIN_LANGUAGE
+
+  def spec(name, kind, classes, lrs, length, steps, **kw):
+    return TaskSpec(
+        name, kind, classes, f"{prefix}{name}_train", f"{prefix}{name}_{lang}",
+        (Evaluation(name, f"{prefix}{name}_zeroshot", "validation"),), lrs,
+        length, 32, steps, train_language=lang, **kw)
+
+  specs = (
+      spec("pair", "pair", 2, (5e-4, 1e-3), 64, 300),
+      spec("tag", "tagging", len(synthetic.TAGS), (2e-4, 5e-4), 64, 200),
+      spec("qa", "qa", None, (2e-4, 5e-4), 96, 200, max_answer_length=12),
+  )
+  if train_steps:
+    specs = tuple(dataclasses.replace(s, train_steps=train_steps) for s in specs)
+  return {s.name: s for s in specs}
+
+
+def experiment_tasks(name: str) -> Dict[str, TaskSpec]:
+  if name == "demo":
+    return demo_tasks()
+  if name not in EXPERIMENTS:
+    raise errors.UserError(f"unknown experiment {name!r}: expected one of "
+                        f"{sorted(EXPERIMENTS) + ['demo']}")
+  return dict(EXPERIMENTS[name])
+
+
+@dataclasses.dataclass(frozen=True)
+class GridPoint:
+  task: TaskSpec
+  learning_rate: float
+  seed: int
+
+  @property
+  def key(self) -> str:
+    return f"{self.task.name}/lr={format_lr(self.learning_rate)}/seed={self.seed}"
+
+
+def format_lr(lr: float) -> str:
+  """A short, stable spelling: 3e-05 -> '3e-05', 0.0005 -> '5e-04'."""
+  return f"{lr:.0e}" if float(f"{lr:.0e}") == lr else repr(lr)
+
+
+def expand_grid(tasks: Mapping[str, TaskSpec],
+                learning_rates: Optional[Sequence[float]] = None,
+                seeds: Sequence[int] = SEEDS) -> List[GridPoint]:
+  """Every (task, learning rate, seed); `learning_rates` overrides the grids."""
+  return [GridPoint(t, lr, s) for t in tasks.values()
+          for lr in (learning_rates or t.learning_rates) for s in seeds]
+
+
+# --------------------------------------------------------------------------
+# Aggregation (pure functions over results records)
+# --------------------------------------------------------------------------
+
+def mean_std(values: Sequence[float]) -> tuple[float, float]:
+  """Mean and sample standard deviation (ddof=1; 0 for a single value)."""
+  values = np.asarray(values, dtype=np.float64)
+  std = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+  return float(values.mean()), std
+
+
+def family_scores(record: Mapping[str, Any]) -> Dict[str, Dict[str, float]]:
+  """{family: {language: score}} of one grid point's results record.
+
+  Rows come from full task names (`rembert_mlqa_en` and `rembert_squad_en`
+  are different families), so no language of one family overwrites another.
+  """
+  from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
+  out = {}
+  for family, ev in record["evaluations"].items():
+    out[family] = {eval_lib.task_language(t): task_score(m)
+                   for t, m in ev["tasks"].items()}
+  return out
+
+
+def aggregate(records: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
+  """The results table from per-grid-point results.
+
+  Args:
+    records: one per (grid, learning rate, seed), as `run_point` writes:
+      {"task", "learning_rate", "seed", "train_language",
+       "selection": {"task", "step", "scores": {step: score}},
+       "evaluations": {family: {"mixture", "split",
+                                "tasks": {task name: {metric: value}}}}}.
+
+  Returns:
+    {"grids": {grid: {"best_learning_rate", "train_language",
+       "selection_task", "learning_rates": {lr: {"dev": [mean, std],
+       "seeds": n, "selected_steps": [...]}}}},
+     "families": {family: {"grid", "split", "train_language",
+       "languages": {lang: [mean, std]}, "avg": [mean, std],
+       "zero_shot_avg": [mean, std] or None}},
+     "average": mean over families of "avg"}.
+    The best learning rate of a grid maximises the English-dev score of the
+    selected checkpoint, averaged over seeds (ties: the smaller rate).
+    Family numbers are those of the best rate, mean ± std over its seeds;
+    "avg" is the mean over the family's languages (training language
+    included, as XTREME reports), "zero_shot_avg" leaves it out.
+  """
+  by_grid: Dict[str, Dict[float, List[Mapping[str, Any]]]] = {}
+  for r in records:
+    by_grid.setdefault(r["task"], {}).setdefault(
+        float(r["learning_rate"]), []).append(r)
+  out: Dict[str, Any] = {"grids": {}, "families": {}}
+  for grid, by_lr in sorted(by_grid.items()):
+    first = next(iter(by_lr.values()))[0]
+    summary = {}
+    for lr, runs in sorted(by_lr.items()):
+      dev = []
+      for r in runs:
+        sel = r["selection"]
+        dev.append(sel["scores"][str(sel["step"])])
+      summary[lr] = {"dev": mean_std(dev), "seeds": len(runs),
+                     "selected_steps": [r["selection"]["step"] for r in runs]}
+    best = max(sorted(summary), key=lambda lr: summary[lr]["dev"][0])
+    out["grids"][grid] = {
+        "best_learning_rate": best,
+        "train_language": first["train_language"],
+        "selection_task": first["selection"]["task"],
+        "learning_rates": {format_lr(lr): v for lr, v in summary.items()}}
+    runs = by_lr[best]
+    per_seed = [family_scores(r) for r in runs]
+    train_lang = first["train_language"]
+    for family, ev in first["evaluations"].items():
+      scores = [s[family] for s in per_seed]
+      langs = sorted(set().union(*scores))
+      if not langs:
+        raise ValueError(f"grid {grid}: family {family} has no results")
+      zero_shot = [l for l in langs if l != train_lang]
+      out["families"][family] = {
+          "grid": grid, "split": ev["split"], "train_language": train_lang,
+          "languages": {l: mean_std([s[l] for s in scores if l in s])
+                        for l in langs},
+          "avg": mean_std([np.mean(list(s.values())) for s in scores]),
+          "seed_avgs": {str(r["seed"]): float(np.mean(list(s.values())))
+                        for r, s in zip(runs, scores)},
+          "zero_shot_avg": mean_std([np.mean([s[l] for l in zero_shot])
+                                     for s in scores]) if zero_shot else None}
+  averages = [f["avg"][0] for f in out["families"].values()]
+  out["average"] = float(np.mean(averages)) if averages else None
+  # The spread of the overall average: per seed, the mean over families
+  # (seeds every family has; grids share their seeds).
+  seeds = (set.intersection(*(set(f["seed_avgs"])
+                              for f in out["families"].values()))
+           if out["families"] else set())
+  out["average_std"] = mean_std(
+      [np.mean([f["seed_avgs"][s] for f in out["families"].values()])
+       for s in sorted(seeds)])[1] if seeds else None
+  return out
+
+
+def _pm(pair) -> str:
+  return "" if pair is None else f"{pair[0]:.1f} ± {pair[1]:.1f}"
+
+
+def markdown(table: Mapping[str, Any], title: str,
+             paper: Optional[paper_reference.PaperResults] = None) -> str:
+  """sweep.md: the Table-16-style summary, one row per family, then per grid
+  its LR grid and per family its language table.
+
+  Args:
+    table: `aggregate` output.
+    title: heading.
+    paper: optional reference numbers per family (and "average"), shown in
+      the Table-16-style table and a "paper" column (`--paper_results`;
+      `--experiment=table15` defaults to the paper's own,
+      `paper_reference.PAPER_RESULTS`).
+  """
+  families, grids = table["families"], table["grids"]
+  paper = paper_reference.as_results(paper)
+  paper_col = paper is not None
+  lines = [f"# {title}", "",
+           "Scores: accuracy / F1 / XTREME QA (EM + F1) / 2, mean ± std over "
+           "seeds, at the learning rate and checkpoint with the best English "
+           "dev score; a family's score is the mean over its languages.", ""]
+  lines += paper_reference.table16_lines(table, paper)
+  if paper_col:
+    lines += ["", f"Paper: {paper.source or 'reference numbers'}"
+              + (f" Measured on: {paper.split}." if paper.split else "")
+              + " QA cells: (EM + F1) / 2 (EM / F1)."]
+  lines += ["",
+            "| family | split | grid | best lr | avg (all langs) | zero-shot avg |"
+            + (" paper |" if paper_col else ""),
+            "|---|---|---|---|---|---|" + ("---|" if paper_col else "")]
+
+  def ref(key):
+    if not paper_col:
+      return ""
+    return f" {paper.scores[key]:.1f} |" if key in paper.scores else " |"
+
+  for name, f in families.items():
+    lr = format_lr(grids[f["grid"]]["best_learning_rate"])
+    lines.append(f"| {name} | {f['split']} | {f['grid']} | {lr} | "
+                 f"{_pm(f['avg'])} | {_pm(f['zero_shot_avg'])} |{ref(name)}")
+  if table.get("average") is not None:
+    lines.append(f"| **average over families** | | | | "
+                 f"{table['average']:.1f} | |{ref('average')}")
+  for name, g in grids.items():
+    lines += ["", f"## {name}: learning rates (selected on "
+              f"{g['selection_task']}, validation)", "",
+              "| learning rate | English dev | seeds | selected steps |",
+              "|---|---|---|---|"]
+    for lr, v in g["learning_rates"].items():
+      best = " **(best)**" if float(lr) == g["best_learning_rate"] else ""
+      steps = ", ".join(map(str, v["selected_steps"]))
+      lines.append(f"| {lr}{best} | {_pm(v['dev'])} | {v['seeds']} | "
+                   f"{steps} |")
+  for name, f in families.items():
+    lines += ["", f"## {name} ({f['split']}, trained on "
+              f"{f['train_language']})", "", "| language | score |",
+              "|---|---|"]
+    for lang, v in f["languages"].items():
+      note = " (train)" if lang == f["train_language"] else ""
+      lines.append(f"| {lang}{note} | {_pm(v)} |")
+    lines.append(f"| **avg** | {_pm(f['avg'])} |")
+  return "\n".join(lines) + "\n"
+
+
+def plot(table: Mapping[str, Any], path: pathlib.Path, title: str) -> None:
+  """One panel per family: per-language score, error bars = std."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
+  families = table["families"]
+  fig, axes = plt.subplots(1, max(len(families), 1), squeeze=False,
+                           figsize=(max(4, 3.5 * len(families)), 3.5))
+  for ax, (name, f) in zip(axes[0], families.items()):
+    langs = list(f["languages"])
+    means = [f["languages"][l][0] for l in langs]
+    stds = [f["languages"][l][1] for l in langs]
+    colors = ["tab:orange" if l == f["train_language"] else "tab:blue"
+              for l in langs]
+    ax.bar(range(len(langs)), means, yerr=stds, color=colors, capsize=3)
+    ax.axhline(f["avg"][0], color="k", linestyle="--", linewidth=1)
+    ax.set_xticks(range(len(langs)))
+    ax.set_xticklabels(langs, rotation=90 if len(langs) > 12 else 0)
+    lr = format_lr(table["grids"][f["grid"]]["best_learning_rate"])
+    ax.set_title(f"{name} {f['split']} (lr {lr}, avg {f['avg'][0]:.1f})",
+                 fontsize=9)
+  fig.suptitle(title, fontsize=10)
+  fig.tight_layout()
+  tmp = path.with_name(f".{path.name}.tmp.png")
+  fig.savefig(tmp, dpi=100)
+  plt.close(fig)
+  tmp.replace(path)
+
+
+def write_outputs(workdir: str, records: Sequence[Mapping[str, Any]],
+                  title: str, paper: Optional[paper_reference.PaperResults] = None
+                  ) -> Dict[str, Any]:
+  """Aggregates and writes sweep.json, sweep.md and sweep.png."""
+  from rembert_t5x.runner import io_utils  # pylint: disable=g-import-not-at-top
+  out = pathlib.Path(workdir)
+  table = aggregate(records)
+  reference = None if paper is None else dataclasses.asdict(paper)
+  io_utils.atomic_write_text(out / "sweep.json", json.dumps(
+      {"title": title, **table, "paper": reference, "runs": list(records)},
+      indent=1) + "\n")
+  io_utils.atomic_write_text(out / "sweep.md", markdown(table, title, paper))
+  plot(table, out / "sweep.png", title)
+  return table
+
+
+# --------------------------------------------------------------------------
+# Runners
+# --------------------------------------------------------------------------
+
+def results_path(workdir: str, point: GridPoint) -> pathlib.Path:
+  return pathlib.Path(workdir) / "runs" / point.key / "results.json"
+
+
+def make_model(spec: TaskSpec, config):
+  """The T5X-style model class of a task, over `config`."""
+  from rembert_t5x import models  # pylint: disable=g-import-not-at-top
+  module = models.make_module(spec.kind, config, spec.num_classes)
+  if spec.kind == "pair":
+    return models.RemBertPairClassificationModel(module)
+  if spec.kind == "tagging":
+    return models.RemBertTaggingModel(module)
+  return models.RemBertQAModel(module, max_answer_length=spec.max_answer_length)
+
+
+def resolve_steps(spec: TaskSpec) -> int:
+  """The grid's fine-tuning steps: explicit, or `epochs` of its training set
+  at its batch size (`protocol.train_steps`)."""
+  if spec.train_steps:
+    return spec.train_steps
+  return protocol.train_steps(spec.train_task, spec.batch_size, spec.epochs)
+
+
+def checkpoint_period(spec: TaskSpec, steps: int) -> int:
+  """One checkpoint per epoch: each is a selection candidate."""
+  return max(1, math.ceil(steps / spec.epochs))
+
+
+def _in_family(task_name: str, family: str) -> bool:
+  from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
+  return eval_lib.task_family(task_name).rsplit("_", 1)[-1] == family
+
+
+def run_point(workdir: str, point: GridPoint, config, pretrained: str,
+              keep_checkpoints: bool = False) -> Dict[str, Any]:
+  """Fine-tunes one grid point, selects its checkpoint on English dev,
+  evaluates every family with it; writes its results.json."""
+  from rembert_t5x.runner import checkpoints  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.runner import io_utils  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.runner import train  # pylint: disable=g-import-not-at-top
+  import shutil  # pylint: disable=g-import-not-at-top
+
+  spec = point.task
+  path = results_path(workdir, point)
+  model_dir = path.parent / "model"
+  if model_dir.exists():
+    # A grid point killed before writing results.json restarts from scratch
+    # (its partial checkpoints would otherwise be resumed mid-schedule).
+    shutil.rmtree(model_dir)
+  model = make_model(spec, config)
+  lengths = {"input_tokens": spec.length}
+  steps = resolve_steps(spec)
+  period = checkpoint_period(spec, steps)
+  start = time.time()
+  metrics = train.train(
+      str(model_dir), model=model, mixture_or_task_name=spec.train_task,
+      task_feature_lengths=lengths, train_steps=steps,
+      batch_size=spec.batch_size, learning_rate=point.learning_rate,
+      warmup_steps=steps // 10, checkpoint_period=period,
+      keep_checkpoints=math.ceil(steps / period) + 1,
+      log_period=max(1, min(50, steps)), seed=point.seed,
+      data_seed=point.seed, init_checkpoint=pretrained, progress_bar=False)
+  step_dir, selection = eval_lib.select_checkpoint(
+      model, str(model_dir), spec.selection_task, "validation", lengths)
+  params = checkpoints.load_params(str(step_dir))
+  evaluations = {}
+  for ev in spec.evaluations:
+    results = eval_lib.evaluate_params(model, params, ev.mixture, ev.split,
+                                       lengths)
+    evaluations[ev.family] = {
+        "mixture": ev.mixture, "split": ev.split,
+        "tasks": {t: m for t, m in sorted(results.items())
+                  if _in_family(t, ev.family)}}
+  record = {
+      "task": spec.name, "learning_rate": point.learning_rate,
+      "seed": point.seed, "train_language": spec.train_language,
+      "train_task": spec.train_task, "train_steps": steps,
+      "batch_size": spec.batch_size, "checkpoint_period": period,
+      "final_loss": metrics.get("loss"),
+      "seconds": round(time.time() - start, 1),
+      "selection": selection, "evaluations": evaluations}
+  if not keep_checkpoints:
+    shutil.rmtree(model_dir)
+  io_utils.atomic_write_text(path, json.dumps(record, indent=1) + "\n")
+  return record
+
+
+def run_local(workdir: str, points: Sequence[GridPoint], config,
+              pretrained: str, title: str, log: Callable[[str], None] = print,
+              keep_checkpoints: bool = False,
+              paper: Optional[paper_reference.PaperResults] = None) -> Dict[str, Any]:
+  """Runs every grid point without results yet, then aggregates them all."""
+  records = []
+  for i, point in enumerate(points):
+    path = results_path(workdir, point)
+    if path.exists():
+      log(f"[{i + 1}/{len(points)}] {point.key}: done, skipped")
+    else:
+      log(f"[{i + 1}/{len(points)}] {point.key}: fine-tuning")
+      run_point(workdir, point, config, pretrained,
+                keep_checkpoints=keep_checkpoints)
+    records.append(json.loads(path.read_text()))
+  return write_outputs(workdir, records, title, paper)
+
+
+def _gin_str(key: str, value: str) -> str:
+  """`--gin.KEY="'value'"`: a gin string binding, quoted for a POSIX shell."""
+  if any(c in value for c in "'\"$`\\"):
+    raise errors.UserError(f"{key}: {value!r} contains a quote, '$', '`' or "
+                        "backslash; choose a plainer path")
+  return f"--gin.{key}=\"'{value}'\""
+
+
+def t5x_commands(workdir: str, points: Sequence[GridPoint], model_gin: str,
+                 pretrained: str, xtreme_dir: Optional[str] = None
+                 ) -> List[str]:
+  """Shell lines for T5X: per grid point train, select, evaluate.
+
+  - `t5x.train` with the grid's run file: TRAIN_STEPS is derived there from
+    the training set's size, BATCH_SIZE and EPOCHS (`protocol.train_steps`),
+    a checkpoint is saved and the English dev task is evaluated by inference
+    every epoch (EVAL_PERIOD); LEARNING_RATE and BATCH_SIZE come from the
+    grid. The seed goes to T5X's RANDOM_SEED (init and dropout) and to the
+    training data's shuffle seed (`train/utils.DatasetConfig.seed`, None in
+    T5X's finetune.gin, i.e. a new order each run).
+  - `protocol select` reads MODEL_DIR/inference_eval/<English dev>-metrics.jsonl
+    and prints the best checkpoint's path (into $BEST).
+  - one `t5x.eval` per family, on the family's split, with $BEST.
+  Every command names its tasks (MIXTURE_OR_TASK_NAME, TRAIN_EVAL_TASK, the
+  eval mixture) over the run file's defaults. With `xtreme_dir` (grids made
+  local by `xtreme_local.prepare`) the second line exports
+  $REMBERT_XTREME_DIR, which makes `rembert_tasks` register the
+  `rembert_local_*` tasks over that folder in every process.
+  The first line is `set -e`: pipe the output to `bash`.
+  """
+  lines = ["set -e"]
+  if xtreme_dir:
+    from rembert_t5x.data import xtreme_local  # pylint: disable=g-import-not-at-top
+    lines.append(f"export {xtreme_local.XTREME_DIR_ENV}="
+                 f"{shlex.quote(os.path.abspath(xtreme_dir))}")
+  for p in points:
+    spec = p.task
+    if not spec.run_file:
+      lines.append(f"# {p.key}: no T5X run file for {spec.name}, skipped")
+      continue
+    model_dir = f"{workdir.rstrip('/')}/runs/{p.key}"
+    common = ["--gin_search_paths=.", f"--gin_file={model_gin}"]
+    lines.append(f"# {p.key}")
+    lines.append(" ".join([
+        "python", "-m", "t5x.train", *common, f"--gin_file={spec.run_file}",
+        _gin_str("INITIAL_CHECKPOINT_PATH", pretrained),
+        _gin_str("MODEL_DIR", model_dir),
+        _gin_str("MIXTURE_OR_TASK_NAME", spec.train_task),
+        _gin_str("TRAIN_EVAL_TASK", spec.selection_task),
+        f"--gin.LEARNING_RATE={p.learning_rate!r}",
+        f"--gin.BATCH_SIZE={spec.batch_size}",
+        f"--gin.EPOCHS={spec.epochs}",
+        f"--gin.RANDOM_SEED={p.seed}",
+        f"--gin.train/utils.DatasetConfig.seed={p.seed}"]))
+    lines.append(" ".join([
+        "BEST=$(python", "-m", "rembert_t5x.protocol", "select",
+        f"--metrics_dir={model_dir}/inference_eval",
+        f"--task={spec.selection_task}", f"--checkpoint_dir={model_dir})"]))
+    for ev in spec.evaluations:
+      lines.append(" ".join([
+          "python", "-m", "t5x.eval", *common, f"--gin_file={ev.eval_file}",
+          "--gin.CHECKPOINT_PATH=\"'$BEST'\"",
+          _gin_str("MIXTURE_OR_TASK_NAME", ev.mixture),
+          _gin_str("EVAL_OUTPUT_DIR", f"{model_dir}/eval_{ev.family}"),
+          _gin_str("utils.DatasetConfig.split", ev.split)]))
+  return lines
+
+
+def _floats(text: Optional[str]) -> Optional[List[float]]:
+  return [float(x) for x in text.split(",")] if text else None
+
+
+def main(argv=None) -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--experiment", required=True,
+                      help="table10, table15 or demo")
+  parser.add_argument("--workdir", required=True)
+  parser.add_argument("--runner", choices=("local", "t5x"), default="local")
+  parser.add_argument("--tasks", help="comma-separated subset of the tasks")
+  parser.add_argument("--learning_rates", help="comma-separated; overrides "
+                      "every task's grid")
+  parser.add_argument("--seeds", default=",".join(map(str, SEEDS)))
+  parser.add_argument("--pretrained", help="pre-training MODEL_DIR (local) "
+                      "or T5X checkpoint path (t5x)")
+  parser.add_argument("--train_steps", type=int,
+                      help="overrides every task's fine-tuning steps (local)")
+  parser.add_argument("--batch_size", type=int,
+                      help="overrides every task's batch size")
+  parser.add_argument("--model_gin", default=None,
+                      help="model gin file of the pre-trained model "
+                      "(default: tiny.gin for demo; otherwise the "
+                      "rembert_config.json of --pretrained (local runner) "
+                      "or rembert.gin)")
+  parser.add_argument("--vocab_size", type=int, default=None,
+                      help="override VOCAB_SIZE (demo: the synthetic one)")
+  parser.add_argument("--xtreme_dir", default=None,
+                      help="an XTREME download folder: run the grids on the "
+                      "rembert_local_* tasks over its files instead of TFDS")
+  parser.add_argument("--languages", default=None,
+                      help="with --xtreme_dir and the local runner: evaluate "
+                      "only these languages (comma-separated; English is "
+                      "always kept), e.g. for a quick check or a partial "
+                      "download")
+  parser.add_argument("--keep_checkpoints", action="store_true")
+  parser.add_argument("--paper_results", default=None,
+                      help="JSON file of reference numbers shown beside ours "
+                      "(default for table15: the paper's Table 16, "
+                      "rembert_t5x/experiments/paper_results/rembert_xtreme.json; "
+                      "'none' shows none)")
+  args = parser.parse_args(argv)
+  with cli.user_errors():
+    _main(args)
+
+
+def _paper(args) -> Optional[paper_reference.PaperResults]:
+  if args.paper_results == "none":
+    return None
+  if args.paper_results:
+    return paper_reference.read_paper_results(args.paper_results)
+  if args.experiment == "table15":
+    return paper_reference.read_paper_results(
+        str(paper_reference.PAPER_RESULTS))
+  return None
+
+
+def _local_config(args, model_gin: Optional[str]):
+  """The network config: --model_gin, else (a converted or pre-trained
+  MODEL_DIR) its rembert_config.json, else RemBERT's gin file."""
+  from rembert_t5x.convert import checkpoint_io  # pylint: disable=g-import-not-at-top
+  from rembert_t5x import configs  # pylint: disable=g-import-not-at-top
+  saved = pathlib.Path(args.pretrained) / checkpoint_io.CONFIG_FILE
+  if not model_gin and saved.is_file():
+    return checkpoint_io.read_config_file(saved), str(saved)
+  model_gin = model_gin or "gin_configs/models/paper/rembert.gin"
+  try:
+    return configs.config_from_gin(model_gin), model_gin
+  except configs.GinConfigError as e:
+    raise errors.UserError(str(e)) from e
+
+
+def _main(args) -> None:
+  paper = _paper(args)
+  tasks = experiment_tasks(args.experiment)
+  if args.tasks:
+    unknown = set(args.tasks.split(",")) - set(tasks)
+    if unknown:
+      raise errors.UserError(f"experiment {args.experiment} has no task "
+                          f"{sorted(unknown)}; tasks: {sorted(tasks)}")
+    tasks = {n: tasks[n] for n in args.tasks.split(",")}
+  overrides = {k: v for k, v in (("train_steps", args.train_steps),
+                                 ("batch_size", args.batch_size)) if v}
+  tasks = {n: dataclasses.replace(t, **overrides) for n, t in tasks.items()}
+  if not args.pretrained:
+    raise errors.UserError("--pretrained is required (a pre-training MODEL_DIR, "
+                        "or a T5X checkpoint path with --runner=t5x)")
+  if args.xtreme_dir:
+    if args.experiment == "demo":
+      raise errors.UserError("--xtreme_dir applies to the paper's grids "
+                          "(table10, table15), not to the demo tasks")
+    from rembert_t5x.data import xtreme_local  # pylint: disable=g-import-not-at-top
+    languages = args.languages.split(",") if args.languages else None
+    if languages and args.runner == "t5x":
+      raise errors.UserError("--languages applies to the local runner (the T5X "
+                          "run files evaluate every language of a family)")
+    tasks = xtreme_local.prepare(args.xtreme_dir, tasks, languages)
+  elif args.languages:
+    raise errors.UserError("--languages needs --xtreme_dir")
+  points = expand_grid(tasks, _floats(args.learning_rates),
+                       [int(s) for s in args.seeds.split(",")])
+  model_gin = args.model_gin or (
+      "gin_configs/models/tiny.gin" if args.experiment == "demo" else None)
+  if args.runner == "t5x":
+    print("\n".join(t5x_commands(
+        args.workdir, points,
+        model_gin or "gin_configs/models/paper/rembert.gin", args.pretrained,
+        xtreme_dir=args.xtreme_dir)))
+    return
+  vocab_size = args.vocab_size
+  if args.experiment == "demo":
+    from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
+    vocab_size = vocab_size or synthetic_tasks.VOCAB_SIZE
+  else:
+    import rembert_tasks  # pylint: disable=g-import-not-at-top,unused-import
+  config, config_source = _local_config(args, model_gin)
+  if vocab_size:
+    config = dataclasses.replace(config, vocab_size=vocab_size)
+  table = run_local(args.workdir, points, config, args.pretrained,
+                    f"Sweep {args.experiment} ({config_source})",
+                    keep_checkpoints=args.keep_checkpoints, paper=paper)
+  print(markdown(table, f"Sweep {args.experiment}", paper))
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,332 @@
+"""Error bars and significance for comparisons over seeds.
+
+Two sources of noise sit under every number the demo reports, and this
+module measures each one separately:
+
+* **The evaluation set.** A score on n dev examples is itself an estimate.
+  Its standard error comes from a bootstrap over evaluation units
+  (examples for pair classification, sentences for tagging, questions for
+  QA: the units the metric counts), computed inside the seqio metric
+  functions below so every reported score carries `<metric>_se`.
+* **Training.** Two runs that differ only in their random seeds (weight
+  initialisation, data order, masking) end at different scores; floating
+  point differences between machines act like another seed. The spread is
+  the sample standard deviation over seeds.
+
+Comparison (decoupled vs coupled) uses **Welch's t-test** on one number per
+independent training run: the zero-shot average of that run. Why this test:
+
+* the seed-to-seed spread is at least as large as the evaluation-set noise
+  at the demo's size (up to ~9 points on one language against a ~1 point
+  standard error; docs/DEMO_RESULTS.md), and only a test over runs sees it.
+  A paired bootstrap over examples would treat one trained model as the
+  truth and call trajectory noise "real";
+* the two variants have different spreads (the coupled model's is often
+  larger), hence Welch's unequal-variance form rather than Student's;
+* with 3 runs per side the test is weak, which is the honest answer: a
+  direction is claimed only for differences well outside the spread.
+
+The three tasks are three tests; their p-values are Holm-corrected
+(family-wise error 0.05). When each variant has several pre-training seeds,
+the unit is the pre-training seed (its fine-tuning seeds averaged first), so
+the verdict speaks for the architectures; with one pre-training run per
+variant the unit is the fine-tuning seed and the verdict speaks only for
+those two pre-trained models. `unit_description` says which.
+"""
+
+import collections
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+import numpy as np
+from scipy import stats as scipy_stats
+
+from rembert_t5x import metrics
+
+BOOTSTRAP_SAMPLES = 1000
+ALPHA = 0.05
+NO_DIFFERENCE = "no significant difference"
+
+
+# --------------------------------------------------------------------------
+# Evaluation-set standard errors (bootstrap over units)
+# --------------------------------------------------------------------------
+
+def bootstrap_standard_error(
+    unit_stats: np.ndarray,
+    statistic: Callable[[np.ndarray, int], np.ndarray],
+    num_samples: int = BOOTSTRAP_SAMPLES, seed: int = 0) -> float:
+  """Standard error of a corpus statistic, by resampling its units.
+
+  Args:
+    unit_stats: [n, k] additive statistics of each unit (e.g. one column of
+      0/1 correctness, or (tp, predicted, gold) entity counts).
+    statistic: maps summed statistics [..., k] and n to the score [...].
+    num_samples: bootstrap replicates. The seed is fixed, so a score's SE
+      is a function of its predictions alone.
+    seed: resampling seed.
+
+  Returns:
+    The standard deviation of the statistic over replicates (0 for n < 2).
+  """
+  unit_stats = np.asarray(unit_stats, dtype=np.float64)
+  n = unit_stats.shape[0]
+  if n < 2:
+    return 0.0
+  rng = np.random.default_rng(seed)
+  # Counts per unit ([B, n], summing to n) times the unit statistics gives
+  # every replicate's sums without materialising resampled copies.
+  counts = rng.multinomial(n, np.full(n, 1.0 / n), size=num_samples)
+  values = statistic(counts @ unit_stats, n)
+  return float(np.std(values, ddof=1))
+
+
+def percent_mean(sums: np.ndarray, n: int) -> np.ndarray:
+  """Mean of column 0 in percent (accuracy, per-question EM or F1)."""
+  return 100.0 * sums[..., 0] / n
+
+
+def percent_f1(sums: np.ndarray, n: int) -> np.ndarray:
+  """Micro F1 in percent from summed (tp, predicted, gold); 0 when empty."""
+  del n
+  tp, predicted, gold = sums[..., 0], sums[..., 1], sums[..., 2]
+  denominator = predicted + gold
+  safe = np.where(denominator > 0, denominator, 1.0)
+  return np.where((tp > 0) & (denominator > 0), 200.0 * tp / safe, 0.0)
+
+
+def accuracy_with_se(targets: Sequence[Any], predictions: Sequence[Any]
+                     ) -> Dict[str, float]:
+  """seqio metric: {"accuracy", "accuracy_se"} in percent."""
+  scores = metrics.accuracy_metric(targets, predictions)
+  correct = np.array([[t == p] for t, p in zip(targets, predictions)],
+                     dtype=np.float64)
+  scores["accuracy_se"] = bootstrap_standard_error(correct, percent_mean)
+  return scores
+
+
+def entity_f1_with_se(targets: Sequence[Sequence[str]],
+                      predictions: Sequence[Sequence[str]]
+                      ) -> Dict[str, float]:
+  """seqio metric: {"f1", "f1_se"} (entity F1, sentences resampled)."""
+  scores = metrics.entity_f1_metric(targets, predictions)
+  counts = np.array(metrics.entity_counts(targets, predictions),
+                    dtype=np.float64).reshape(-1, 3)
+  scores["f1_se"] = bootstrap_standard_error(counts, percent_f1)
+  return scores
+
+
+def squad_with_se(targets, predictions) -> Dict[str, float]:
+  """seqio metric over QA windows: SQuAD EM / F1 / XTREME score and the SE
+  of each (questions resampled, with all their windows)."""
+  scores = metrics.squad_metric(targets, predictions)
+  gold, answers = metrics.best_window_answers(targets, predictions)
+  per_question = np.array(metrics.qa_question_scores(gold, answers),
+                          dtype=np.float64).reshape(-1, 2)
+  columns = {"exact_match": per_question[:, :1], "f1": per_question[:, 1:],
+             "xtreme": per_question.mean(axis=1, keepdims=True)}
+  for name, column in columns.items():
+    scores[f"{name}_se"] = bootstrap_standard_error(column, percent_mean)
+  return scores
+
+
+# --------------------------------------------------------------------------
+# Aggregation over seeds
+# --------------------------------------------------------------------------
+
+def mean_std(values: Sequence[float]) -> tuple[float, float]:
+  """Mean and sample standard deviation (ddof=1; 0 for a single value)."""
+  values = np.asarray(values, dtype=np.float64)
+  std = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+  return float(values.mean()), std
+
+
+def zero_shot_average(per_language: Mapping[str, float],
+                      train_language: str) -> float:
+  """Mean over every language but the training one."""
+  values = [v for lang, v in per_language.items() if lang != train_language]
+  if not values:
+    raise ValueError(f"no zero-shot language besides {train_language!r} "
+                     f"among {sorted(per_language)}")
+  return float(np.mean(values))
+
+
+def summarize(runs: Sequence[Mapping[str, Any]], metric: str,
+              train_language: str) -> Dict[str, Any]:
+  """Mean ± std over seeds of one task family and one variant.
+
+  Args:
+    runs: one record per fine-tuning run: {"pretrain_seed", "finetune_seed",
+      "languages": {lang: {metric: value, f"{metric}_se": value}}}.
+    metric: the family's main metric.
+    train_language: excluded from the zero-shot average.
+
+  Returns:
+    {"languages": {lang: [mean, std]}, "zero_shot": {"mean", "std", "n",
+     "unit", "values", "eval_se"}}. "values" are the zero-shot averages per
+    independent unit (pre-training seed when there are several, else
+    fine-tuning run; see the module docstring); "eval_se" bounds the
+    evaluation-set standard error of one run's zero-shot average: the mean
+    of its languages' SEs (the dev sets are parallel translations, so their
+    errors may correlate; the mean is the perfectly correlated case, an upper
+    bound), averaged over runs.
+  """
+  if not runs:
+    raise ValueError("summarize: no runs")
+  langs = sorted(set().union(*(r["languages"] for r in runs)))
+  per_language = {
+      lang: list(mean_std([r["languages"][lang][metric] for r in runs
+                           if lang in r["languages"]])) for lang in langs}
+  by_pretrain = collections.defaultdict(list)
+  eval_se = []
+  for r in runs:
+    scores = {l: m[metric] for l, m in r["languages"].items()}
+    by_pretrain[r["pretrain_seed"]].append(
+        zero_shot_average(scores, train_language))
+    ses = [m.get(f"{metric}_se") for l, m in r["languages"].items()
+           if l != train_language]
+    if ses and None not in ses:
+      eval_se.append(float(np.mean(ses)))
+  if len(by_pretrain) > 1:
+    unit = "pre-training seed"
+    values = [float(np.mean(v)) for _, v in sorted(by_pretrain.items())]
+  else:
+    unit = "fine-tuning seed"
+    values = next(iter(by_pretrain.values()))
+  mean, std = mean_std(values)
+  return {"languages": per_language,
+          "zero_shot": {"mean": mean, "std": std, "n": len(values),
+                        "unit": unit, "values": values,
+                        "eval_se": float(np.mean(eval_se)) if eval_se
+                        else None}}
+
+
+# --------------------------------------------------------------------------
+# Significance
+# --------------------------------------------------------------------------
+
+def welch_test(a: Sequence[float], b: Sequence[float],
+               confidence: float = 0.95) -> Dict[str, Optional[float]]:
+  """Welch's t-test of mean(b) - mean(a), with its confidence interval.
+
+  Returns:
+    {"difference", "low", "high", "p"}; "p" (two-sided), "low" and "high"
+    are None with fewer than 2 values on a side. Two constant samples (no
+    spread at all) have p = 1 when equal and p = 0 otherwise, where the
+    t statistic is undefined.
+  """
+  a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+  difference = float(b.mean() - a.mean())
+  if len(a) < 2 or len(b) < 2:
+    return {"difference": difference, "low": None, "high": None, "p": None}
+  if a.std() == 0 and b.std() == 0:
+    return {"difference": difference, "low": difference, "high": difference,
+            "p": 1.0 if difference == 0 else 0.0}
+  result = scipy_stats.ttest_ind(b, a, equal_var=False)
+  interval = result.confidence_interval(confidence)
+  return {"difference": difference, "low": float(interval.low),
+          "high": float(interval.high), "p": float(result.pvalue)}
+
+
+def holm(pvalues: Sequence[Optional[float]]) -> List[Optional[float]]:
+  """Holm-Bonferroni adjusted p-values (None entries are skipped)."""
+  indexed = sorted((p, i) for i, p in enumerate(pvalues) if p is not None)
+  adjusted: List[Optional[float]] = [None] * len(pvalues)
+  running = 0.0
+  for rank, (p, i) in enumerate(indexed):
+    running = max(running, min(1.0, (len(indexed) - rank) * p))
+    adjusted[i] = running
+  return adjusted
+
+
+def compare(summaries: Mapping[str, Mapping[str, Any]], baseline: str,
+            candidate: str, alpha: float = ALPHA) -> Dict[str, Dict[str, Any]]:
+  """Per family: candidate − baseline on the zero-shot average, tested.
+
+  Args:
+    summaries: {family: {variant: `summarize` output}}.
+    baseline, candidate: the two variants.
+    alpha: family-wise error rate over the families (Holm).
+
+  Returns:
+    {family: {"difference", "low", "high", "p", "p_holm", "verdict"}}; the
+    verdict names the higher variant only where the Holm-adjusted p is
+    below alpha, else `NO_DIFFERENCE` (or "not tested" with one unit).
+  """
+  tests = {f: welch_test(s[baseline]["zero_shot"]["values"],
+                         s[candidate]["zero_shot"]["values"])
+           for f, s in summaries.items()}
+  adjusted = holm([t["p"] for t in tests.values()])
+  out = {}
+  for (family, test), p_holm in zip(tests.items(), adjusted):
+    if p_holm is None:
+      verdict = "not tested (one run per variant)"
+    elif p_holm < alpha:
+      higher = candidate if test["difference"] > 0 else baseline
+      verdict = f"{higher} higher"
+    else:
+      verdict = NO_DIFFERENCE
+    out[family] = {**test, "p_holm": p_holm, "verdict": verdict}
+  return out
+
+
+# --------------------------------------------------------------------------
+# Tables
+# --------------------------------------------------------------------------
+
+def _pm(mean: float, std: float) -> str:
+  return f"{mean:.1f} ± {std:.1f}"
+
+
+def _signed(x: Optional[float]) -> str:
+  return "" if x is None else f"{x:+.1f}"
+
+
+def _p(x: Optional[float]) -> str:
+  if x is None:
+    return ""
+  return f"{x:.3f}" if x >= 0.001 else "< 0.001"
+
+
+def comparison_table(summaries: Mapping[str, Mapping[str, Any]],
+                     comparisons: Mapping[str, Mapping[str, Any]],
+                     metrics_by_family: Mapping[str, str],
+                     baseline: str, candidate: str,
+                     chance: Optional[Mapping[str, float]] = None) -> str:
+  """Markdown: one row per family, zero-shot averages of both variants.
+
+  Columns: mean ± std over units (n), the evaluation-set SE of one run's
+  zero-shot average (upper bound, both variants), chance, the difference
+  with its 95% Welch interval, the Holm-adjusted p-value and the verdict.
+  """
+  lines = [f"| task (metric) | {baseline} | {candidate} | eval SE | chance | "
+           f"{candidate} − {baseline} [95% CI] | p (Welch, Holm) | verdict |",
+           "|---|---|---|---|---|---|---|---|"]
+  for family, by_variant in summaries.items():
+    base = by_variant[baseline]["zero_shot"]
+    cand = by_variant[candidate]["zero_shot"]
+    c = comparisons[family]
+    ses = [s["eval_se"] for s in (base, cand) if s["eval_se"] is not None]
+    se = f"{max(ses):.1f}" if ses else ""
+    interval = (f" [{_signed(c['low'])}, {_signed(c['high'])}]"
+                if c["low"] is not None else "")
+    level = f"{chance[family]:.1f}" if chance and family in chance else ""
+    lines.append(
+        f"| {family} ({metrics_by_family[family]}) | "
+        f"{_pm(base['mean'], base['std'])} (n={base['n']}) | "
+        f"{_pm(cand['mean'], cand['std'])} (n={cand['n']}) | {se} | {level} | "
+        f"{_signed(c['difference'])}{interval} | {_p(c['p_holm'])} | "
+        f"{c['verdict']} |")
+  return "\n".join(lines)
+
+
+def unit_description(summaries: Mapping[str, Mapping[str, Any]]) -> str:
+  """One sentence: what the ± and the test are over."""
+  first = next(iter(next(iter(summaries.values())).values()))["zero_shot"]
+  if first["unit"] == "pre-training seed":
+    return (f"± is the standard deviation over {first['n']} pre-training "
+            "seeds per variant (each averaged over its fine-tuning seeds); "
+            "the test compares architectures.")
+  return (f"± is the standard deviation over {first['n']} fine-tuning seeds "
+          "of one pre-trained model per variant; the test compares these two "
+          "pre-trained models, not the architectures (pre-training seeds: "
+          "--pretrain_seeds or --full).")

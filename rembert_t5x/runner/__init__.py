@@ -1,0 +1,1 @@
+"""The local runner: training loop, evaluation, checkpoints, command line, file I/O."""

@@ -1,0 +1,176 @@
+"""Reading the local runner's checkpoints, through orbax's public API only.
+
+A MODEL_DIR holds `checkpoints/<step>/`, written by `train.train` with an
+`orbax.checkpoint.CheckpointManager` (one item, the train state
+`{"step", "params", "opt_state"}`), or by the converters (`{"step",
+"params"}`). Every reader here asks a read-only CheckpointManager:
+`all_steps` / `latest_step` list the committed steps (orbax never lists the
+temporary directory of a save that was killed before its commit),
+`item_metadata` gives shapes and dtypes without reading tensors, and
+`restore` reads the params as host numpy arrays, whatever mesh wrote them.
+
+A checkpoint path is a MODEL_DIR, its `checkpoints/` directory, or one step
+directory `checkpoints/<step>`.
+"""
+
+import contextlib
+import pathlib
+from typing import Any, Iterator, Optional, Sequence
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+from rembert_t5x import errors
+
+
+def writer(checkpoints_dir: pathlib.Path, period: int,
+           keep: int) -> ocp.CheckpointManager:
+  """The manager `train.train` saves with (synchronous: a save is complete
+  when the step returns, so a SIGKILL never loses a reported checkpoint)."""
+  options = ocp.CheckpointManagerOptions(
+      save_interval_steps=period, max_to_keep=keep,
+      enable_async_checkpointing=False, create=True)
+  return ocp.CheckpointManager(checkpoints_dir, options=options)
+
+
+@contextlib.contextmanager
+def _reader(root: pathlib.Path) -> Iterator[ocp.CheckpointManager]:
+  manager = ocp.CheckpointManager(
+      root, item_handlers=ocp.PyTreeCheckpointHandler(),
+      options=ocp.CheckpointManagerOptions(read_only=True))
+  try:
+    yield manager
+  finally:
+    manager.close()
+
+
+def _locate(path: str) -> tuple[pathlib.Path, Optional[int]]:
+  """(the checkpoints directory, the step `path` names or None)."""
+  given = pathlib.Path(path)
+  if (given / "checkpoints").is_dir():
+    return given / "checkpoints", None
+  if not given.is_dir():
+    raise errors.UserError(f"checkpoint {path}: no such directory")
+  if given.name.isdigit():
+    with _reader(given.parent) as manager:
+      if int(given.name) in manager.all_steps():
+        return given.parent, int(given.name)
+  return given, None
+
+
+def steps(path: str) -> list[int]:
+  """The committed steps under `path`, oldest first (just the one it names
+  when `path` is a step directory).
+
+  Raises:
+    errors.UserError: no such directory, or no committed checkpoint in it.
+  """
+  root, step = _locate(path)
+  if step is not None:
+    return [step]
+  with _reader(root) as manager:
+    found = sorted(manager.all_steps())
+  if not found:
+    raise errors.UserError(f"checkpoint {path}: no checkpoint found in {root}")
+  return found
+
+
+def latest_step(path: str) -> int:
+  """The newest committed step under `path` (`CheckpointManager.latest_step`)."""
+  root, step = _locate(path)
+  if step is not None:
+    return step
+  with _reader(root) as manager:
+    found = manager.latest_step()
+  if found is None:
+    raise errors.UserError(f"checkpoint {path}: no checkpoint found in {root}")
+  return found
+
+
+def step_dir(path: str, step: Optional[int] = None) -> pathlib.Path:
+  """The directory of `step` (default: the latest) under `path`."""
+  root, named = _locate(path)
+  step = latest_step(path) if step is None else step
+  if named is not None and named != step:
+    raise errors.UserError(f"checkpoint {path} is step {named}, not {step}")
+  # orbax's default step naming: the step number itself.
+  return root / str(step)
+
+
+def checkpoint_dirs(path: str) -> list[tuple[int, pathlib.Path]]:
+  """(step, directory) of every committed checkpoint under `path`."""
+  root, _ = _locate(path)
+  return [(s, root / str(s)) for s in steps(path)]
+
+
+def latest_checkpoint_dir(path: str) -> pathlib.Path:
+  """The directory of the newest committed checkpoint under `path`."""
+  return step_dir(path)
+
+
+def tree_metadata(path: str, step: Optional[int] = None) -> dict[str, Any]:
+  """The saved tree of array metadata (shapes, dtypes) of one checkpoint.
+
+  Raises:
+    errors.UserError: the checkpoint's metadata cannot be read.
+  """
+  root, _ = _locate(path)
+  step = latest_step(path) if step is None else step
+  with _reader(root) as manager:
+    try:
+      meta = manager.item_metadata(step)
+    except Exception as e:  # orbax raises several types for a bad directory
+      raise errors.UserError(
+          f"checkpoint {root / str(step)}: cannot read its metadata: "
+          f"{errors.first_line(e)}") from e
+  tree = getattr(meta, "tree", meta)
+  if not tree:
+    raise errors.UserError(
+        f"checkpoint {root / str(step)}: cannot read its metadata")
+  return dict(tree)
+
+
+def _restore_numpy(root: pathlib.Path, step: int, item: dict,
+                   partial: bool) -> dict:
+  restore_args = jax.tree_util.tree_map(
+      lambda _: ocp.RestoreArgs(restore_type=np.ndarray), item)
+  with _reader(root) as manager:
+    return manager.restore(step, args=ocp.args.PyTreeRestore(
+        item=item if partial else None, restore_args=restore_args,
+        partial_restore=partial))
+
+
+def load_params(path: str, step: Optional[int] = None) -> dict:
+  """The params of one checkpoint (default: the latest) as host numpy.
+
+  Host numpy arrays, whatever mesh wrote them, so a checkpoint saved on 8
+  devices loads on 1. Only the params are read, not the optimizer state.
+  """
+  root, _ = _locate(path)
+  step = latest_step(path) if step is None else step
+  tree = tree_metadata(path, step)
+  if "params" not in tree:
+    raise errors.UserError(f"checkpoint {root / str(step)} has no 'params'")
+  # Placeholder leaves: partial restore reads the keys the item names.
+  item = jax.tree_util.tree_map(lambda _: np.zeros((), np.int8),
+                                {"params": tree["params"]})
+  return _restore_numpy(root, step, item, partial=True)["params"]
+
+
+def load_param_subset(path: str, step: int,
+                      names: Sequence[tuple[str, ...]]) -> dict:
+  """Only the params at `names` (key paths under "params"), as numpy.
+
+  For converters that stream a large checkpoint one subtree at a time.
+  Returns the nested params dict holding just those leaves.
+  """
+  root, _ = _locate(path)
+  item: dict = {}
+  for name in names:
+    node = item
+    for key in name[:-1]:
+      node = node.setdefault(key, {})
+    # A placeholder leaf: partial restore reads only the keys present.
+    node[name[-1]] = np.zeros((), np.int8)
+  return _restore_numpy(root, step, {"params": item}, partial=True)["params"]

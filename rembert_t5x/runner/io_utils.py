@@ -1,0 +1,129 @@
+"""Atomic file writes: a reader sees the old file or the new one, never half.
+
+Each write goes to a temporary name in the destination's directory (so the
+final `os.replace` is a rename within one filesystem, which POSIX makes
+atomic), is flushed and fsynced, and then replaces the destination. A process
+killed at any point leaves either the previous file or the complete new one,
+plus at worst a stray `.<name>.tmp.*` file that the next write ignores.
+
+A full disk (ENOSPC), a read-only filesystem (EROFS) or a permission error
+(EACCES/EPERM) becomes a `errors.UserError` naming the file; the destination is
+left as it was.
+"""
+
+import errno
+import json
+import os
+import pathlib
+import tempfile
+from typing import Any, Union
+
+from rembert_t5x import errors
+
+PathLike = Union[str, os.PathLike]
+
+_USER_ERRNOS = {
+    errno.ENOSPC: "no space left on device",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EROFS: "read-only file system",
+    errno.ENOENT: "no such directory",
+    errno.ENOTDIR: "a parent is not a directory",
+}
+
+
+def _user_error(path: PathLike, e: OSError) -> errors.UserError:
+  reason = _USER_ERRNOS.get(e.errno, e.strerror or str(e))
+  return errors.UserError(f"cannot write {path}: {reason}")
+
+
+def atomic_write_bytes(path: PathLike, data: bytes) -> None:
+  """Writes `data` to `path` atomically (temp file, fsync, rename).
+
+  Raises:
+    errors.UserError: the disk is full, or the directory is not writable; the
+      previous contents of `path` are kept.
+  """
+  path = pathlib.Path(path)
+  fd = None
+  tmp = None
+  try:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.tmp.", dir=path.parent)
+    view = memoryview(data)
+    while view:  # os.write may write less than asked
+      written = os.write(fd, view)
+      view = view[written:]
+    os.fsync(fd)
+    os.close(fd)
+    fd = None
+    # mkstemp creates 0600; give the file the permissions a plain open() would.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    os.replace(tmp, path)
+    tmp = None
+  except OSError as e:
+    if e.errno in _USER_ERRNOS:
+      raise _user_error(path, e) from e
+    raise
+  finally:
+    if fd is not None:
+      os.close(fd)
+    if tmp is not None:
+      try:
+        os.unlink(tmp)
+      except OSError:
+        pass
+  _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: pathlib.Path) -> None:
+  """Makes the rename itself durable (best effort: not every FS allows it)."""
+  try:
+    fd = os.open(directory, os.O_RDONLY)
+  except OSError:
+    return
+  try:
+    os.fsync(fd)
+  except OSError:
+    pass
+  finally:
+    os.close(fd)
+
+
+def atomic_write_text(path: PathLike, text: str) -> None:
+  """Writes `text` (UTF-8) to `path` atomically; see `atomic_write_bytes`."""
+  atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: PathLike, obj: Any, **dumps_kwargs) -> None:
+  """Writes `obj` as JSON (plus a newline) to `path` atomically.
+
+  The object is serialised before anything is written, so an unserialisable
+  object leaves `path` untouched.
+  """
+  dumps_kwargs.setdefault("ensure_ascii", False)
+  text = json.dumps(obj, **dumps_kwargs) + "\n"
+  atomic_write_text(path, text)
+
+
+def append_line(path: PathLike, line: str) -> None:
+  """Appends one line (a newline is added) and fsyncs it.
+
+  A crash can at worst leave a partial last line; readers of such logs
+  (e.g. the runner's metrics.jsonl) drop an unparsable last line.
+
+  Raises:
+    errors.UserError: the disk is full or the file is not writable.
+  """
+  path = pathlib.Path(path)
+  try:
+    with path.open("a", encoding="utf-8") as f:
+      f.write(line + "\n")
+      f.flush()
+      os.fsync(f.fileno())
+  except OSError as e:
+    if e.errno in _USER_ERRNOS:
+      raise _user_error(path, e) from e
+    raise

@@ -1,0 +1,294 @@
+"""The pieces of the local runner: optimizer, sharded state, train step.
+
+Built from the same parts T5X uses — a `jax.sharding.Mesh` with ("data",
+"model") axes, the logical axis rules in `partitioning.py`, optax, orbax —
+so a model that trains here shards the same way under `t5x.train`.
+"""
+
+import dataclasses
+import logging
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import flax
+import flax.linen as nn
+from flax.linen import partitioning as nn_partitioning
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from rembert_t5x import models
+from rembert_t5x import optimizer
+from rembert_t5x import partitioning
+
+PyTree = Any
+P = jax.sharding.PartitionSpec
+
+
+# ----------------------------------------------------------------------------
+# Optimizer: the one AdamW of `optimizer.py` (shared with the T5X gin files).
+# ----------------------------------------------------------------------------
+
+
+def make_optimizer(
+    learning_rate: float,
+    total_steps: int,
+    warmup_steps: int = 0,
+    weight_decay: float = 0.01,
+    clip_norm: Optional[float] = 1.0,
+    b1: float = 0.9,
+    b2: float = 0.999,
+    eps: float = 1e-6,
+) -> tuple[optax.GradientTransformation, optax.Schedule]:
+  """`optimizer.adamw` over `optimizer.learning_rate_schedule`, and the schedule."""
+  schedule = optimizer.learning_rate_schedule(learning_rate, total_steps,
+                                              warmup_steps)
+  return optimizer.adamw(schedule, b1=b1, b2=b2, eps=eps,
+                         weight_decay=weight_decay, clip_norm=clip_norm), schedule
+
+
+# ----------------------------------------------------------------------------
+# Mesh and shardings.
+# ----------------------------------------------------------------------------
+
+
+def make_mesh(mesh_shape: Sequence[int] = (-1, 1),
+              devices: Optional[Sequence[Any]] = None) -> jax.sharding.Mesh:
+  """A ("data", "model") mesh over local devices; -1 takes the rest."""
+  devices = list(devices if devices is not None else jax.devices())
+  data, model = mesh_shape
+  if data == -1 and model == -1:
+    raise ValueError("mesh_shape: at most one of (data, model) may be -1")
+  if data == -1:
+    data = len(devices) // model
+  if model == -1:
+    model = len(devices) // data
+  if data * model != len(devices) and data * model > len(devices):
+    raise ValueError(f"mesh_shape {tuple(mesh_shape)} needs {data * model} "
+                     f"devices; {len(devices)} are available")
+  grid = np.asarray(devices[: data * model]).reshape(data, model)
+  return jax.sharding.Mesh(grid, ("data", "model"))
+
+
+def logical_specs(params_axes: PyTree) -> PyTree:
+  """Logical PartitionSpecs for the params from the `params_axes` collection."""
+  return flax.core.unfreeze(nn_partitioning.get_axis_names(params_axes))
+
+
+def param_shardings(params_axes: PyTree, mesh: jax.sharding.Mesh,
+                    rules: Sequence[tuple[str, Any]],
+                    shapes: Optional[PyTree] = None) -> PyTree:
+  """NamedShardings from the logical axes.
+
+  With `shapes`, a dimension that its mesh axes do not divide evenly (an
+  unpadded 250,300-row vocabulary over 8 model shards, say) is replicated
+  instead, with a log line; JAX refuses uneven shardings. T5X has no such
+  fallback: `RemBertConfig.vocab_pad_multiple` pads the vocabulary instead.
+  """
+  shardings = nn.logical_to_mesh_sharding(logical_specs(params_axes), mesh,
+                                          rules)
+  if shapes is None:
+    return shardings
+
+  def fit(sharding, shape):
+    spec = list(sharding.spec) + [None] * (len(shape.shape) - len(sharding.spec))
+    for i, axis in enumerate(spec):
+      if axis is None:
+        continue
+      names = axis if isinstance(axis, tuple) else (axis,)
+      size = int(np.prod([mesh.shape[n] for n in names]))
+      if shape.shape[i] % size:
+        logging.info("dimension %d of a %s parameter is not divisible by mesh "
+                     "axes %s (size %d); replicating it", i, shape.shape,
+                     names, size)
+        spec[i] = None
+    return jax.sharding.NamedSharding(mesh, P(*spec))
+
+  return jax.tree_util.tree_map(fit, shardings, shapes)
+
+
+def opt_state_shardings(tx: optax.GradientTransformation, params: PyTree,
+                        p_shardings: PyTree,
+                        mesh: jax.sharding.Mesh) -> PyTree:
+  """Shardings of `tx`'s state: each params-shaped tree (Adam's moments) as
+  the params, the rest (step counts) replicated.
+
+  Stated explicitly because `tx.init` builds the moments as zeros that do
+  not depend on the params' values, and XLA left to itself replicates them:
+  two full float32 copies of the model on every device (measured with
+  `benchmarks/scale_plan.py`: 9.9 instead of 6.0 GB per device for RemBERT at
+  model parallelism 2). T5X derives the same axes for its optimizer state.
+  """
+  replicated = jax.sharding.NamedSharding(mesh, P())
+  return optax.tree_map_params(
+      tx, lambda _, sharding: sharding, jax.eval_shape(tx.init, params),
+      p_shardings, transform_non_params=lambda _: replicated)
+
+
+def batch_sharding(mesh: jax.sharding.Mesh) -> jax.sharding.NamedSharding:
+  return jax.sharding.NamedSharding(mesh, P("data"))
+
+
+# ----------------------------------------------------------------------------
+# Train state and step.
+# ----------------------------------------------------------------------------
+
+
+@flax.struct.dataclass
+class TrainState:
+  step: jax.Array
+  params: PyTree
+  opt_state: PyTree
+
+
+def init_train_state(
+    model, tx: optax.GradientTransformation, rng: jax.Array,
+    input_shapes: Mapping[str, tuple[int, ...]], mesh: jax.sharding.Mesh,
+    rules: Sequence[tuple[str, Any]],
+    init_params_fn: Optional[Callable[[PyTree], PyTree]] = None,
+) -> tuple[TrainState, PyTree]:
+  """Initialises params (sharded by their logical axes) and optimizer state.
+
+  Args:
+    model: a `models.RemBert*Model`.
+    tx: the optimizer.
+    rng: init key.
+    input_shapes: model feature shapes (e.g. {"input_tokens": (B, L)}).
+    mesh: the device mesh.
+    rules: logical axis rules.
+    init_params_fn: optional host-side function that replaces freshly
+      initialised params (e.g. loading a pre-trained encoder).
+
+  Returns:
+    The state and its sharding tree.
+  """
+  abstract = jax.eval_shape(
+      lambda r: model.get_initial_variables(r, input_shapes), rng)
+  p_shardings = param_shardings(abstract["params_axes"], mesh, rules,
+                                shapes=abstract["params"])
+  with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+    params = jax.jit(
+        lambda r: model.get_initial_variables(r, input_shapes)["params"],
+        out_shardings=p_shardings)(rng)
+  if init_params_fn is not None:
+    params = init_params_fn(jax.device_get(params))
+    params = jax.device_put(params, p_shardings)
+  replicated = jax.sharding.NamedSharding(mesh, P())
+  with jax.set_mesh(mesh):
+    opt_state = jax.jit(tx.init, out_shardings=opt_state_shardings(
+        tx, params, p_shardings, mesh))(params)
+  step = jax.device_put(jnp.zeros((), jnp.int32), replicated)
+  state = TrainState(step=step, params=params, opt_state=opt_state)
+  shardings = jax.tree_util.tree_map(lambda x: x.sharding, state)
+  return state, shardings
+
+
+def _split_microbatches(batch, num):
+  return jax.tree_util.tree_map(
+      lambda x: x.reshape((num, x.shape[0] // num) + x.shape[1:]), batch)
+
+
+def _merge_metrics(stacked, num):
+  """Merges `num` stacked clu metric maps (leading axis) into one map."""
+  merged = jax.tree_util.tree_map(lambda x: x[0], stacked)
+  for i in range(1, num):
+    nxt = jax.tree_util.tree_map(lambda x, i=i: x[i], stacked)
+    merged = {k: m.merge(nxt[k]) for k, m in merged.items()}
+  return merged
+
+
+def make_train_step(model, tx: optax.GradientTransformation,
+                    schedule: optax.Schedule, grad_accum_steps: int = 1,
+                    skip_nonfinite: bool = False):
+  """A jittable `(state, batch, rng) -> (state, metrics)`.
+
+  With `grad_accum_steps > 1` the batch is split into that many micro
+  batches whose gradients are summed (a `lax.scan`, so memory is that of
+  one micro batch). Every row first gets the whole batch's total loss weight
+  (`models.with_full_batch_loss_weight`), so the micro batch losses are
+  shares of the full batch's mean and the summed gradient is the full
+  batch's, also for tagging with uneven weights. With `skip_nonfinite`, a
+  step whose loss or gradient is NaN/inf leaves params and optimizer state
+  unchanged (the step counter still advances, so the data order stays that
+  of an uninterrupted run).
+  """
+
+  def loss_and_grads(params, batch, rng):
+    (loss, metrics), grads = jax.value_and_grad(
+        model.loss_fn, has_aux=True)(params, batch, rng)
+    return loss, metrics, grads
+
+  def train_step(state: TrainState, batch, rng):
+    rng = jax.random.fold_in(rng, state.step)
+    if grad_accum_steps == 1:
+      loss, metrics, grads = loss_and_grads(state.params, batch, rng)
+    else:
+      batch = models.with_full_batch_loss_weight(model, batch)
+      micro = _split_microbatches(batch, grad_accum_steps)
+
+      def body(carry, xs):
+        i, mb = xs
+        loss, metrics, grads = loss_and_grads(
+            state.params, mb, jax.random.fold_in(rng, i))
+        carry = jax.tree_util.tree_map(jnp.add, carry, (loss, grads))
+        return carry, metrics
+
+      zeros = jax.tree_util.tree_map(
+          lambda x: jnp.zeros(x.shape, x.dtype), (
+              jax.ShapeDtypeStruct((), jnp.float32), state.params))
+      (loss, grads), stacked = jax.lax.scan(
+          body, zeros, (jnp.arange(grad_accum_steps), micro))
+      metrics = _merge_metrics(stacked, grad_accum_steps)
+    metrics = {k: m.compute() for k, m in metrics.items()}
+    grad_norm = optax.tree.norm(grads)
+    updates, opt_state = tx.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+    if skip_nonfinite:
+      keep = lambda new, old: jnp.where(finite, new, old)
+      params = jax.tree_util.tree_map(keep, params, state.params)
+      opt_state = jax.tree_util.tree_map(keep, opt_state, state.opt_state)
+    metrics = dict(metrics, loss=loss, grad_norm=grad_norm,
+                   learning_rate=schedule(state.step), finite=finite)
+    new_state = TrainState(step=state.step + 1, params=params,
+                           opt_state=opt_state)
+    return new_state, metrics
+
+  return train_step
+
+
+def jit_train_step(train_step, state_shardings, mesh, rules):
+  """Jits the step with sharded state and batch; the old state is donated."""
+  data = batch_sharding(mesh)
+  jitted = jax.jit(train_step,
+                   in_shardings=(state_shardings, data, None),
+                   out_shardings=(state_shardings, None),
+                   donate_argnums=(0,))
+
+  def run(state, batch, rng):
+    with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
+      return jitted(state, batch, rng)
+
+  return run
+
+
+def default_rules() -> list[tuple[str, Any]]:
+  return partitioning.logical_axis_rules()
+
+
+@dataclasses.dataclass
+class ThroughputMeter:
+  """Tokens per second over the last logging period."""
+
+  tokens: float = 0.0
+  seconds: float = 0.0
+
+  def add(self, tokens: float, seconds: float):
+    self.tokens += tokens
+    self.seconds += seconds
+
+  def rate(self) -> float:
+    return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+  def reset(self):
+    self.tokens = self.seconds = 0.0
