@@ -31,7 +31,23 @@ def writer(checkpoints_dir: pathlib.Path, period: int,
   options = ocp.CheckpointManagerOptions(
       save_interval_steps=period, max_to_keep=keep,
       enable_async_checkpointing=False, create=True)
+  if jax.default_backend() == "cpu":
+    _save_whole_replicas()
   return ocp.CheckpointManager(checkpoints_dir, options=options)
+
+
+def _save_whole_replicas() -> None:
+  """Orbax's array handler without replica-parallel saving, process-wide.
+
+  Replica-parallel saving has every replica of a replicated array write a
+  slice of it: on CPU devices (one host's memory) that gains nothing and
+  compiles a slicing program per array shape; the first save of a 138-array
+  tree over 8 simulated CPU devices took 22.7 s with it, 0.6 s without. GPU
+  and TPU runs keep orbax's default. The on-disk format is the same.
+  """
+  ocp.type_handlers.register_type_handler(
+      jax.Array, ocp.type_handlers.ArrayHandler(use_replica_parallel=False),
+      override=True)
 
 
 @contextlib.contextmanager
