@@ -69,6 +69,7 @@ import numpy as np
 from rembert_t5x import errors
 from rembert_t5x import protocol
 from rembert_t5x.experiments import paper_reference
+from rembert_t5x.experiments.uncertainty import mean_std  # pylint: disable=unused-import
 from rembert_t5x.runner import cli
 
 SEEDS = (0, 1, 2)
@@ -267,13 +268,6 @@ def expand_grid(tasks: Mapping[str, TaskSpec],
 # --------------------------------------------------------------------------
 # Aggregation (pure functions over results records)
 # --------------------------------------------------------------------------
-
-def mean_std(values: Sequence[float]) -> tuple[float, float]:
-  """Mean and sample standard deviation (ddof=1; 0 for a single value)."""
-  values = np.asarray(values, dtype=np.float64)
-  std = float(values.std(ddof=1)) if len(values) > 1 else 0.0
-  return float(values.mean()), std
-
 
 def family_scores(record: Mapping[str, Any]) -> Dict[str, Dict[str, float]]:
   """{family: {language: score}} of one grid point's results record.
