@@ -69,7 +69,7 @@ import numpy as np
 from rembert_t5x import errors
 from rembert_t5x import protocol
 from rembert_t5x.experiments import paper_reference
-from rembert_t5x.experiments.uncertainty import mean_std  # pylint: disable=unused-import
+from rembert_t5x.experiments.uncertainty import mean_std
 from rembert_t5x.runner import cli
 
 SEEDS = (0, 1, 2)
