@@ -397,6 +397,7 @@ def test_xquad_gold_spans_round_trip(xquad_vocab, lang):
   assert len(examples) >= 100
   windows, logits = [], []
   pieces = xquad_vocab.tokenizer
+  unk_id = xquad_vocab.unk_id
   for example in examples:
     example_windows = qa.make_windows(example, xquad_vocab)
     _check_window_invariants(example_windows, example, qa.MAX_SEQ_LENGTH)
@@ -404,7 +405,7 @@ def test_xquad_gold_spans_round_trip(xquad_vocab, lang):
       # Each token's characters come from its span of the context, up to
       # SentencePiece's NFKC normalisation (a shifted offset breaks this).
       for token, (s, e) in zip(w.input_tokens, w.token_offsets):
-        if s == qa.NO_OFFSET or s == e or token == xquad_vocab.unk_id:
+        if s == qa.NO_OFFSET or s == e or token == unk_id:
           continue
         # Skip where NFKC rewrites the neighbourhood ("6½" -> "61⁄2" gives a
         # piece "61" over the "6").

@@ -159,6 +159,8 @@ def prenormalize(text: str) -> Tuple[str, List[Tuple[int, int]]]:
     (new_text, spans): spans[i] is the (start, end) range of original
     characters that new character i came from.
   """
+  if _PRENORM.search(text) is None:  # the common case: nothing to replace
+    return text, [(i, i + 1) for i in range(len(text))]
   out, spans, last = [], [], 0
   for m in _PRENORM.finditer(text):
     for i in range(last, m.start()):
@@ -361,7 +363,9 @@ class RemBertVocabulary(seqio.SentencePieceVocabulary):
 
   @property
   def special_ids(self) -> SpecialIds:
-    self._model_context()
+    if self._lazy or self._special_ids is None:
+      # A lazy vocabulary follows the default model file: look again.
+      self._model_context()
     return self._special_ids
 
   @property
