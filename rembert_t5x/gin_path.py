@@ -45,10 +45,12 @@ def search_root() -> pathlib.Path:
   return root
 
 
-def main() -> None:
+def main(argv=None) -> None:
+  # No flags of its own; absl's parser still answers --help and refuses
+  # anything else with one line (exit 2), as every entry point does.
   from rembert_t5x.runner import cli  # pylint: disable=g-import-not-at-top
-  with cli.user_errors(FileNotFoundError):
-    print(search_root())
+  cli.run_main(lambda _: print(search_root()), argv, define=lambda fv: None,
+               doc=__doc__, also=(FileNotFoundError,))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ checkpoint with the highest English-dev score (`task_score`; QA scores
 (EM + F1) / 2); ties go to the earlier checkpoint.
 """
 
-import argparse
 import functools
 import importlib
 import json
@@ -33,6 +32,7 @@ import os
 import sys
 from typing import Mapping, Optional
 
+from absl import flags
 import gin
 import seqio
 
@@ -191,38 +191,49 @@ def select_checkpoint(metrics_dir: str, task_name: str,
   return os.path.join(checkpoint_dir, f"checkpoint_{step}"), step, scores
 
 
+def _define_steps(fv: flags.FlagValues) -> None:
+  flags.DEFINE_string("task", None, "the training task", flag_values=fv,
+                      required=True)
+  flags.DEFINE_integer("batch_size", None, "examples per step",
+                       flag_values=fv, required=True)
+  flags.DEFINE_float("epochs", EPOCHS, "epochs over the training split",
+                     flag_values=fv)
+  flags.DEFINE_string("split", "train", "the split counted", flag_values=fv)
+  flags.DEFINE_string("module", "rembert_tasks",
+                      "module that registers the task", flag_values=fv)
+
+
+def _define_select(fv: flags.FlagValues) -> None:
+  flags.DEFINE_string("metrics_dir", None, "where SeqIO's JSON logger wrote "
+                      "<task>-metrics.jsonl (MODEL_DIR/inference_eval, or "
+                      "EVAL_OUTPUT_DIR)", flag_values=fv, required=True)
+  flags.DEFINE_string("task", None, "the English dev task", flag_values=fv,
+                      required=True)
+  flags.DEFINE_string("checkpoint_dir", None, "the fine-tuning MODEL_DIR",
+                      flag_values=fv, required=True)
+
+
+def _steps(fv: flags.FlagValues) -> None:
+  print(train_steps(fv.task, fv.batch_size, fv.epochs, fv.split, fv.module))
+
+
+def _select(fv: flags.FlagValues) -> None:
+  path, step, scores = select_checkpoint(fv.metrics_dir, fv.task,
+                                         fv.checkpoint_dir)
+  print(f"step {step} selected; English dev scores by step: "
+        f"{json.dumps({str(k): round(v, 3) for k, v in sorted(scores.items())})}",
+        file=sys.stderr)
+  print(path)
+
+
 def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  sub = parser.add_subparsers(dest="command", required=True)
-  steps = sub.add_parser("steps", help="print the fine-tuning steps")
-  steps.add_argument("--task", required=True)
-  steps.add_argument("--batch_size", type=int, required=True)
-  steps.add_argument("--epochs", type=float, default=EPOCHS)
-  steps.add_argument("--split", default="train")
-  steps.add_argument("--module", default="rembert_tasks",
-                     help="module that registers the task")
-  select = sub.add_parser("select", help="print the best checkpoint's path")
-  select.add_argument("--metrics_dir", required=True,
-                      help="where SeqIO's JSON logger wrote <task>-metrics."
-                      "jsonl (MODEL_DIR/inference_eval, or EVAL_OUTPUT_DIR)")
-  select.add_argument("--task", required=True, help="the English dev task")
-  select.add_argument("--checkpoint_dir", required=True,
-                      help="the fine-tuning MODEL_DIR")
-  args = parser.parse_args(argv)
-  # The handler lives with the runner's command line; protocol is core, so
-  # import it only when run as a command.
+  # The command line lives with the runner; protocol is core, so import it
+  # only when run as a command.
   from rembert_t5x.runner import cli  # pylint: disable=g-import-not-at-top
-  with cli.user_errors():
-    if args.command == "steps":
-      print(train_steps(args.task, args.batch_size, args.epochs, args.split,
-                        args.module))
-    else:
-      path, step, scores = select_checkpoint(args.metrics_dir, args.task,
-                                             args.checkpoint_dir)
-      print(f"step {step} selected; English dev scores by step: "
-            f"{json.dumps({str(k): round(v, 3) for k, v in sorted(scores.items())})}",
-            file=sys.stderr)
-      print(path)
+  cli.run_command({
+      "steps": ("print the fine-tuning steps", _define_steps, _steps),
+      "select": ("print the best checkpoint's path", _define_select, _select),
+  }, argv, doc=__doc__)
 
 
 if __name__ == "__main__":

@@ -26,71 +26,102 @@ it atomically and prints one JSON line (tensors, parameters, peak memory).
 Bad input ends with one `error: ...` line and exit code 2.
 """
 
-import argparse
+from absl import flags
 
 from rembert_t5x.convert import checkpoint_io
 from rembert_t5x.runner import cli
 
 
-def _parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  sub = parser.add_subparsers(dest="command", required=True)
-  hf = sub.add_parser("hf-to-t5x", help="Hugging Face directory -> ours")
-  hf.add_argument("--hf_dir", required=True)
-  hf.add_argument("--gin_file")
-  hf.add_argument("--vocab_size", type=int,
-                  help="strip padded vocabulary rows down to this size")
-  hf.add_argument("--vocab", help="SentencePiece model to carry (default: "
-                  "the HF directory's sentencepiece.model)")
-  back = sub.add_parser("t5x-to-hf", help="ours -> Hugging Face directory")
-  back.add_argument("--checkpoint_dir", required=True)
-  back.add_argument("--gin_file")
-  back.add_argument("--hf_vocab_size", type=int,
-                    help="pad the vocabulary with zero rows to this size")
-  tf = sub.add_parser("tf-to-t5x", help="original TF1 checkpoint -> ours")
-  tf.add_argument("--tf_checkpoint", required=True,
-                  help="checkpoint prefix, or a directory with a "
-                  "'checkpoint' file")
-  tf.add_argument("--config_json")
-  tf.add_argument("--gin_file")
-  tf.add_argument("--vocab_size", type=int)
-  tf.add_argument("--vocab", help="the checkpoint's SentencePiece model "
-                  "(default: a sentencepiece.model beside it)")
-  native = sub.add_parser(
-      "t5x-native", help="ours (MLM) -> T5X checkpoint OUT/checkpoint_0 "
-      "that t5x.train restores (needs T5X)")
-  native.add_argument("--checkpoint_dir", required=True)
-  native.add_argument("--gin_file")
-  native.add_argument("--optimizer", default="adamw",
-                      help="optimizer state to write (adamw: pretrain_mlm.gin's)")
-  for p in (hf, back, tf, native):
-    p.add_argument("--output_dir", required=True)
-    p.add_argument("--overwrite", action="store_true")
-  return parser
+def _string(fv, name, text, required=False):
+  flags.DEFINE_string(name, None, text, flag_values=fv, required=required)
+
+
+def _output(fv: flags.FlagValues) -> None:
+  _string(fv, "output_dir", "directory to write (atomically)", required=True)
+  flags.DEFINE_bool("overwrite", False, "replace a non-empty --output_dir",
+                    flag_values=fv)
+
+
+def _define_hf_to_t5x(fv: flags.FlagValues) -> None:
+  _string(fv, "hf_dir", "Hugging Face RemBERT directory", required=True)
+  _string(fv, "gin_file", "model gin file to check the HF config against")
+  flags.DEFINE_integer("vocab_size", None, "strip padded vocabulary rows "
+                       "down to this size", flag_values=fv)
+  _string(fv, "vocab", "SentencePiece model to carry (default: the HF "
+          "directory's sentencepiece.model)")
+  _output(fv)
+
+
+def _define_t5x_to_hf(fv: flags.FlagValues) -> None:
+  _string(fv, "checkpoint_dir", "our MODEL_DIR or checkpoint", required=True)
+  _string(fv, "gin_file", "model gin file (default: its rembert_config.json)")
+  flags.DEFINE_integer("hf_vocab_size", None, "pad the vocabulary with zero "
+                       "rows to this size", flag_values=fv)
+  _output(fv)
+
+
+def _define_tf_to_t5x(fv: flags.FlagValues) -> None:
+  _string(fv, "tf_checkpoint", "checkpoint prefix, or a directory with a "
+          "'checkpoint' file", required=True)
+  _string(fv, "config_json", "the checkpoint's rembert_config.json")
+  _string(fv, "gin_file", "model gin file (instead of --config_json)")
+  flags.DEFINE_integer("vocab_size", None, "strip padded vocabulary rows "
+                       "down to this size", flag_values=fv)
+  _string(fv, "vocab", "the checkpoint's SentencePiece model (default: a "
+          "sentencepiece.model beside it)")
+  _output(fv)
+
+
+def _define_t5x_native(fv: flags.FlagValues) -> None:
+  _string(fv, "checkpoint_dir", "our MODEL_DIR or checkpoint (MLM)",
+          required=True)
+  _string(fv, "gin_file", "model gin file (default: its rembert_config.json)")
+  flags.DEFINE_string("optimizer", "adamw", "optimizer state to write "
+                      "(adamw: pretrain_mlm.gin's)", flag_values=fv)
+  _output(fv)
+
+
+def _hf_to_t5x(fv):
+  return checkpoint_io.hf_to_t5x(
+      fv.hf_dir, fv.output_dir, gin_file=fv.gin_file,
+      vocab_size=fv.vocab_size, vocab=fv.vocab, overwrite=fv.overwrite)
+
+
+def _t5x_to_hf(fv):
+  return checkpoint_io.t5x_to_hf(
+      fv.checkpoint_dir, fv.output_dir, gin_file=fv.gin_file,
+      hf_vocab_size=fv.hf_vocab_size, overwrite=fv.overwrite)
+
+
+def _tf_to_t5x(fv):
+  return checkpoint_io.tf_to_t5x(
+      fv.tf_checkpoint, fv.output_dir, config_json=fv.config_json,
+      gin_file=fv.gin_file, vocab_size=fv.vocab_size, vocab=fv.vocab,
+      overwrite=fv.overwrite)
+
+
+def _t5x_native(fv):
+  from rembert_t5x.convert import t5x_export  # pylint: disable=g-import-not-at-top
+  return t5x_export.t5x_native(
+      fv.checkpoint_dir, fv.output_dir, gin_file=fv.gin_file,
+      optimizer=fv.optimizer, overwrite=fv.overwrite)
+
+
+COMMANDS = {
+    "hf-to-t5x": ("Hugging Face directory -> ours", _define_hf_to_t5x,
+                  _hf_to_t5x),
+    "t5x-to-hf": ("ours -> Hugging Face directory", _define_t5x_to_hf,
+                  _t5x_to_hf),
+    "tf-to-t5x": ("original TF1 checkpoint -> ours", _define_tf_to_t5x,
+                  _tf_to_t5x),
+    "t5x-native": ("ours (MLM) -> T5X checkpoint OUT/checkpoint_0 that "
+                   "t5x.train restores (needs T5X)", _define_t5x_native,
+                   _t5x_native),
+}
 
 
 def main(argv=None) -> None:
-  args = _parser().parse_args(argv)
-  with cli.user_errors():
-    if args.command == "hf-to-t5x":
-      summary = checkpoint_io.hf_to_t5x(
-          args.hf_dir, args.output_dir, gin_file=args.gin_file,
-          vocab_size=args.vocab_size, vocab=args.vocab,
-          overwrite=args.overwrite)
-    elif args.command == "t5x-to-hf":
-      summary = checkpoint_io.t5x_to_hf(
-          args.checkpoint_dir, args.output_dir, gin_file=args.gin_file,
-          hf_vocab_size=args.hf_vocab_size, overwrite=args.overwrite)
-    elif args.command == "t5x-native":
-      from rembert_t5x.convert import t5x_export  # pylint: disable=g-import-not-at-top
-      summary = t5x_export.t5x_native(
-          args.checkpoint_dir, args.output_dir, gin_file=args.gin_file,
-          optimizer=args.optimizer, overwrite=args.overwrite)
-    else:
-      summary = checkpoint_io.tf_to_t5x(
-          args.tf_checkpoint, args.output_dir, config_json=args.config_json,
-          gin_file=args.gin_file, vocab_size=args.vocab_size,
-          vocab=args.vocab, overwrite=args.overwrite)
+  summary = cli.run_command(COMMANDS, argv, doc=__doc__)
   print(summary.to_json())
 
 

@@ -5,21 +5,23 @@ r"""Prints pre-training and fine-tuning parameter counts of a model gin file.
 
 prints one JSON line {"pretraining_params": N, "finetuning_params": M},
 counted from the initialised parameter tree (shapes only, via jax.eval_shape).
-Flags are the local runner's (`rembert_t5x.runner.cli`): `--gin.KEY=VALUE` is the
+Flags are T5X's gin flags (`rembert_t5x.runner.cli.define_gin_flags`): `--gin.KEY=VALUE` is the
 binding `KEY = VALUE`; a user error is one `error: ...` line and exit code 2.
 """
 
 import json
 
+from absl import flags
+
 from rembert_t5x import configs
 from rembert_t5x.runner import cli
 
 
-def main(args: cli.GinArgs) -> None:
-  config = configs.config_from_gin(args.gin_files, args.bindings,
-                                   search_paths=args.search_paths)
+def main(fv: flags.FlagValues) -> None:
+  config = configs.config_from_gin(fv.gin_file, fv.gin_bindings,
+                                   search_paths=fv.gin_search_paths)
   print(json.dumps(configs.count_parameters(config)))
 
 
 if __name__ == "__main__":
-  cli.run_main(main)
+  cli.run_main(main, doc=__doc__)

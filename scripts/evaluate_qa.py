@@ -14,44 +14,45 @@ Malformed input gives a one-line error naming the file and field, exit 2.
 import json
 import sys
 
-from absl import app
 from absl import flags
 
+from rembert_t5x import errors
 from rembert_t5x import metrics
 from rembert_t5x.runner import cli
 
-_DATASET_FILE = flags.DEFINE_string(
-    "dataset_file", None, "SQuAD-format JSON with gold answers.",
-    required=True)
-_PREDICTION_FILE = flags.DEFINE_string(
-    "prediction_file", None, "JSON object {question id: answer text}.",
-    required=True)
-_NORMALIZATION = flags.DEFINE_enum(
-    "normalization", "squad", list(metrics.NORMALIZATIONS),
-    "squad: XQuAD, TyDiQA-GoldP, SQuAD; mlqa: MLQA (needs --lang).")
-_LANG = flags.DEFINE_string(
-    "lang", None, "Answer language; required for --normalization=mlqa "
-    f"({', '.join(metrics.MLQA_LANGUAGES)}).")
+
+def _define_flags(fv: flags.FlagValues) -> None:
+  flags.DEFINE_string("dataset_file", None, "SQuAD-format JSON with gold "
+                      "answers.", flag_values=fv, required=True)
+  flags.DEFINE_string("prediction_file", None, "JSON object {question id: "
+                      "answer text}.", flag_values=fv, required=True)
+  flags.DEFINE_enum("normalization", "squad", list(metrics.NORMALIZATIONS),
+                    "squad: XQuAD, TyDiQA-GoldP, SQuAD; mlqa: MLQA (needs "
+                    "--lang).", flag_values=fv)
+  flags.DEFINE_string("lang", None, "Answer language; required for "
+                      "--normalization=mlqa "
+                      f"({', '.join(metrics.MLQA_LANGUAGES)}).",
+                      flag_values=fv)
 
 
-def main(argv):
-  if len(argv) > 1:
-    print(f"error: unexpected arguments {argv[1:]}", file=sys.stderr)
-    sys.exit(2)
-  if _NORMALIZATION.value == "mlqa" and not _LANG.value:
-    print("error: --normalization=mlqa needs --lang", file=sys.stderr)
-    sys.exit(2)
+def _main(fv: flags.FlagValues) -> dict:
+  if fv.normalization == "mlqa" and not fv.lang:
+    raise errors.UserError("--normalization=mlqa needs --lang")
 
   def note_missing(question_id):
     print(f"Unanswered question {question_id} will receive score 0.",
           file=sys.stderr)
 
-  with cli.user_errors(ValueError):
-    scores = metrics.evaluate_prediction_file(
-        _DATASET_FILE.value, _PREDICTION_FILE.value, _NORMALIZATION.value,
-        _LANG.value, on_missing=note_missing)
-  print(json.dumps(scores))
+  return metrics.evaluate_prediction_file(
+      fv.dataset_file, fv.prediction_file, fv.normalization, fv.lang,
+      on_missing=note_missing)
+
+
+def main(argv=None) -> None:
+  # The library raises ValueError for malformed files: bad input here.
+  print(json.dumps(cli.run_main(_main, argv, _define_flags, doc=__doc__,
+                                also=(ValueError,))))
 
 
 if __name__ == "__main__":
-  app.run(main)
+  main()

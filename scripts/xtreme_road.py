@@ -26,56 +26,61 @@ real run costs what Table 15's fine-tuning costs (hours per task on an
 accelerator for RemBERT).
 """
 
-import argparse
 import os
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
+from absl import flags  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+from rembert_t5x import errors  # pylint: disable=g-import-not-at-top,wrong-import-position
 from rembert_t5x.runner import cli  # pylint: disable=g-import-not-at-top,wrong-import-position
 from rembert_t5x.experiments import xtreme_road  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
+def _define_flags(fv: flags.FlagValues) -> None:
+  def string(name, default, text, **kw):
+    flags.DEFINE_string(name, default, text, flag_values=fv, **kw)
+
+  def integer(name, default, text):
+    flags.DEFINE_integer(name, default, text, flag_values=fv)
+
+  string("workdir", None, "output directory", required=True)
+  string("hf_dir", None, "a Hugging Face RemBERT directory (default: build "
+         "a tiny released-like one)")
+  string("xtreme_dir", None, "an XTREME download folder (default: write a "
+         "tiny one from --data_dir)")
+  string("data_dir", os.path.join(REPO, "..", "shared", "data"),
+         "real text for the tiny model and folder (Tatoeba, XQuAD)")
+  string("tasks", ",".join(xtreme_road.FAMILY_GRIDS),
+         "grids of the table15 sweep")
+  integer("train_steps", 2, "fine-tuning steps per run; 0 derives them from "
+          "the data (3 epochs, the paper's protocol)")
+  string("seeds", "0", "comma-separated fine-tuning seeds")
+  integer("batch_size", None, "overrides Table 15's batch sizes")
+  string("languages", None, "evaluate only these languages "
+         "(comma-separated; English always kept)")
+  integer("examples", 8, "tiny folder: sentences per language and file")
+  integer("qa_paragraphs", 2, "tiny folder: XQuAD paragraphs per language")
+
+
+def _main(fv: flags.FlagValues) -> None:
+  needs_data = fv.hf_dir is None or fv.xtreme_dir is None
+  if needs_data and not os.path.isdir(fv.data_dir):
+    raise errors.UserError(f"--data_dir {fv.data_dir}: no such directory "
+                           "(needed to build the tiny model or folder)")
+  xtreme_road.run_road(
+      fv.workdir, fv.data_dir, hf_dir=fv.hf_dir,
+      xtreme_dir=fv.xtreme_dir, grids=fv.tasks.split(","),
+      train_steps=fv.train_steps or None, seeds=fv.seeds,
+      batch_size=fv.batch_size, examples=fv.examples,
+      qa_paragraphs=fv.qa_paragraphs,
+      languages=fv.languages.split(",") if fv.languages else None)
+
+
 def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--workdir", required=True)
-  parser.add_argument("--hf_dir", help="a Hugging Face RemBERT directory "
-                      "(default: build a tiny released-like one)")
-  parser.add_argument("--xtreme_dir", help="an XTREME download folder "
-                      "(default: write a tiny one from --data_dir)")
-  parser.add_argument("--data_dir", default=os.path.join(REPO, "..", "shared",
-                                                         "data"),
-                      help="real text for the tiny model and folder "
-                      "(Tatoeba, XQuAD)")
-  parser.add_argument("--tasks", default=",".join(xtreme_road.FAMILY_GRIDS),
-                      help="grids of the table15 sweep")
-  parser.add_argument("--train_steps", type=int, default=2,
-                      help="fine-tuning steps per run; 0 derives them from "
-                      "the data (3 epochs, the paper's protocol)")
-  parser.add_argument("--seeds", default="0")
-  parser.add_argument("--batch_size", type=int,
-                      help="overrides Table 15's batch sizes")
-  parser.add_argument("--languages", help="evaluate only these languages "
-                      "(comma-separated; English always kept)")
-  parser.add_argument("--examples", type=int, default=8,
-                      help="tiny folder: sentences per language and file")
-  parser.add_argument("--qa_paragraphs", type=int, default=2,
-                      help="tiny folder: XQuAD paragraphs per language")
-  args = parser.parse_args(argv)
-  needs_data = args.hf_dir is None or args.xtreme_dir is None
-  if needs_data and not os.path.isdir(args.data_dir):
-    print(f"error: --data_dir {args.data_dir}: no such directory (needed to "
-          "build the tiny model or folder)", file=sys.stderr)
-    sys.exit(2)
-  with cli.user_errors(ValueError):
-    xtreme_road.run_road(
-        args.workdir, args.data_dir, hf_dir=args.hf_dir,
-        xtreme_dir=args.xtreme_dir, grids=args.tasks.split(","),
-        train_steps=args.train_steps or None, seeds=args.seeds,
-        batch_size=args.batch_size, examples=args.examples,
-        qa_paragraphs=args.qa_paragraphs,
-        languages=args.languages.split(",") if args.languages else None)
+  cli.run_main(_main, argv, _define_flags, doc=__doc__, also=(ValueError,))
 
 
 if __name__ == "__main__":

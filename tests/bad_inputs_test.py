@@ -201,7 +201,7 @@ def test_model_dir_not_writable(run_gin, tmp_path, capsys):
 
 def test_unknown_command_line_argument(run_gin, capsys):
   err = _cli_error(train.main, [f"--gin_file={run_gin}", "--lr=3"], capsys)
-  assert "unknown arguments: --lr=3" in err
+  assert "unknown flag --lr=3 (see --help)" in err
 
 
 def test_no_gin_file(capsys):

@@ -3,6 +3,7 @@
 import json
 import os
 import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -175,13 +176,42 @@ def test_missing_model_dir(run_gin):
 
 
 def test_parse_gin_args():
+  """T5X's gin flags, both value forms, and --gin.KEY=VALUE bindings."""
   args = cli.parse_gin_args(["--gin_file=a.gin", "--gin_file", "b.gin",
-                             "--gin.X=3", "--gin_search_paths=.,x"])
-  assert args.gin_files == ["a.gin", "b.gin"]
-  assert args.bindings == ["X = 3"]
-  assert args.search_paths == [".", "x"]
-  with pytest.raises(cli.UserError, match="unknown arguments: --lr=3"):
-    cli.parse_gin_args(["--gin_file=a.gin", "--lr=3"])
+                             "--gin.X=3", "--gin.Y", "'s'",
+                             "--gin_bindings=Z = 1", "--gin_search_paths=.,x"])
+  assert args.gin_file == ["a.gin", "b.gin"]
+  assert args.gin_bindings == ["X = 3", "Y = 's'", "Z = 1"]
+  assert args.gin_search_paths == [".", "x"]
+  for argv, message in [
+      (["--gin_file=a.gin", "--lr=3"], "unknown flag --lr=3"),
+      (["--gin_file=a.gin", "--gin_fil=b.gin"],
+       "unknown flag --gin_fil=b.gin (did you mean --gin_file?)"),
+      (["--gin.X=3"], "no --gin_file given"),
+      (["--gin_file=a.gin", "extra"], "unexpected arguments: extra"),
+      (["--gin_file"], "Missing value for flag --gin_file")]:
+    with pytest.raises(cli.UserError, match=re.escape(message)):
+      cli.parse_gin_args(argv)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--gin_file=a.gin", "--lr=3"], "error: unknown flag --lr=3 (see --help)"),
+    ([], "error: no --gin_file given (see --help)")])
+def test_flag_errors_exit_2_with_one_line(argv, message, capsys):
+  with pytest.raises(SystemExit) as e:
+    cli.run_main(train.main, argv)
+  assert e.value.code == 2
+  assert capsys.readouterr().err.splitlines() == [message]
+
+
+def test_help_lists_the_flags_and_exits_0(capsys):
+  with pytest.raises(SystemExit) as e:
+    cli.run_main(train.main, ["--help"], doc=train.__doc__)
+  assert e.value.code == 0
+  out = capsys.readouterr().out
+  assert out.startswith("Local runner: train a RemBERT model")
+  for flag in ("--gin_file", "--gin_bindings", "--gin_search_paths"):
+    assert flag in out
 
 
 @pytest.mark.parametrize("run", ["local_tiny_pretrain", "local_tiny_finetune_pair",

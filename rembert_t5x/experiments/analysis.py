@@ -23,13 +23,13 @@ training-language features and scored on every language's dev set: tokens
 of words (first sub-tokens) for `tag`, mean-pooled sequences for `pair`.
 """
 
-import argparse
 import dataclasses
 import json
 import pathlib
 import time
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
+from absl import flags
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -315,25 +315,37 @@ def write(workdir: str, result: Mapping[str, Any]) -> None:
   plot(result, out / f"{mode}.png")
 
 
+def _define_flags(fv: flags.FlagValues) -> None:
+  flags.DEFINE_enum("mode", None, ["drop_layers", "probe"], "the analysis",
+                    flag_values=fv, required=True)
+  flags.DEFINE_string("workdir", None, "output directory", flag_values=fv,
+                      required=True)
+  flags.DEFINE_string("pretrained", None, "pre-training MODEL_DIR",
+                      flag_values=fv, required=True)
+  flags.DEFINE_string("task", "tag", "demo task: pair, tag, qa",
+                      flag_values=fv)
+  flags.DEFINE_string("model_gin", "gin_configs/models/tiny.gin",
+                      "model gin file of the pre-trained model",
+                      flag_values=fv)
+  flags.DEFINE_string("layers", None, "drop_layers: kept-layer counts, "
+                      "comma-separated (default 1..num_layers)",
+                      flag_values=fv)
+  flags.DEFINE_float("learning_rate", None, "drop_layers: fine-tuning "
+                     "learning rate (default: the task grid's largest)",
+                     flag_values=fv)
+  flags.DEFINE_integer("train_steps", None, "fine-tuning steps (default: "
+                       "the demo task's)", flag_values=fv)
+  flags.DEFINE_integer("seed", 0, "fine-tuning seed", flag_values=fv)
+  flags.DEFINE_integer("probe_steps", 300, "probe: training steps",
+                       flag_values=fv)
+  flags.DEFINE_integer("train_examples", 256, "probe: training examples",
+                       flag_values=fv)
+  flags.DEFINE_integer("eval_examples", 128, "probe: evaluation examples",
+                       flag_values=fv)
+
+
 def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--mode", required=True, choices=("drop_layers", "probe"))
-  parser.add_argument("--workdir", required=True)
-  parser.add_argument("--pretrained", required=True,
-                      help="pre-training MODEL_DIR")
-  parser.add_argument("--task", default="tag", help="demo task: pair, tag, qa")
-  parser.add_argument("--model_gin", default="gin_configs/models/tiny.gin")
-  parser.add_argument("--layers", help="drop_layers: kept-layer counts "
-                      "(default 1..num_layers)")
-  parser.add_argument("--learning_rate", type=float)
-  parser.add_argument("--train_steps", type=int)
-  parser.add_argument("--seed", type=int, default=0)
-  parser.add_argument("--probe_steps", type=int, default=300)
-  parser.add_argument("--train_examples", type=int, default=256)
-  parser.add_argument("--eval_examples", type=int, default=128)
-  args = parser.parse_args(argv)
-  with cli.user_errors():
-    result = _main(args)
+  result = cli.run_main(_main, argv, _define_flags, doc=__doc__)
   print(markdown(result))
 
 

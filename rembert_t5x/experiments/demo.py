@@ -45,13 +45,14 @@ so the fine-tuning runs after the first of each (variant, task) skip XLA
 compilation.
 """
 
-import argparse
 import contextlib
 import dataclasses
 import json
 import pathlib
 import time
 from typing import Any, Callable, Dict, List
+
+from absl import flags
 
 from rembert_t5x import configs
 from rembert_t5x import errors
@@ -407,28 +408,40 @@ def _write(out: pathlib.Path, results: Dict[str, Any]) -> None:
         errors=errors)
 
 
-def parse_args(argv=None):
-  """(workdir, DemoSettings) from the command line; `--full` sets `FULL`
-  unless a flag names the field explicitly."""
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--workdir", required=True)
-  parser.add_argument("--full", action="store_true",
-                      help=f"the longer run: {FULL} (explicit flags win)")
+_DEFINE_BY_TYPE = {int: flags.DEFINE_integer, float: flags.DEFINE_float,
+                   str: flags.DEFINE_string}
+
+
+def _define_flags(fv: flags.FlagValues) -> None:
+  flags.DEFINE_string("workdir", None, "output directory", flag_values=fv,
+                      required=True)
+  flags.DEFINE_bool("full", False, f"the longer run: {FULL} (explicit flags "
+                    "win)", flag_values=fv)
   for field in dataclasses.fields(DemoSettings):
-    parser.add_argument(f"--{field.name}", type=type(field.default),
-                        default=None, help=f"default {field.default}")
-  args = parser.parse_args(argv)
-  values = dict(FULL) if args.full else {}
-  values.update({f.name: getattr(args, f.name)
+    _DEFINE_BY_TYPE[type(field.default)](
+        field.name, None, f"default {field.default}", flag_values=fv)
+
+
+def _settings(fv: flags.FlagValues):
+  """(workdir, DemoSettings) of parsed flags; `--full` sets `FULL` unless a
+  flag names the field explicitly."""
+  values = dict(FULL) if fv.full else {}
+  values.update({f.name: fv[f.name].value
                  for f in dataclasses.fields(DemoSettings)
-                 if getattr(args, f.name) is not None})
-  return args.workdir, DemoSettings(**values)
+                 if fv[f.name].value is not None})
+  return fv.workdir, DemoSettings(**values)
+
+
+def parse_args(argv):
+  """(workdir, DemoSettings) from command-line arguments (see `_settings`)."""
+  return _settings(cli.parse_flags(argv, _define_flags, doc=__doc__))
 
 
 def main(argv=None) -> None:
-  workdir, settings = parse_args(argv)
-  with cli.user_errors():
-    results = run(workdir, settings)
+  def run_demo(fv):
+    workdir, settings = _settings(fv)
+    return run(workdir, settings)
+  results = cli.run_main(run_demo, argv, _define_flags, doc=__doc__)
   print(summary_table(results))
   print(json.dumps(results["timing"]))
 

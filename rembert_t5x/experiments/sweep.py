@@ -54,7 +54,6 @@ the selection command (`protocol select`) and one `t5x.eval` command per
 family on the selected checkpoint.
 """
 
-import argparse
 import dataclasses
 import json
 import math
@@ -64,6 +63,7 @@ import shlex
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
+from absl import flags
 import numpy as np
 
 from rembert_t5x import errors
@@ -654,46 +654,44 @@ def _floats(text: Optional[str]) -> Optional[List[float]]:
   return [float(x) for x in text.split(",")] if text else None
 
 
+def _define_flags(fv: flags.FlagValues) -> None:
+  def string(name, default, text, **kw):
+    flags.DEFINE_string(name, default, text, flag_values=fv, **kw)
+
+  def integer(name, text):
+    flags.DEFINE_integer(name, None, text, flag_values=fv)
+
+  string("experiment", None, "table10, table15 or demo", required=True)
+  string("workdir", None, "output directory", required=True)
+  flags.DEFINE_enum("runner", "local", ["local", "t5x"], "local: train here; "
+                    "t5x: print the T5X commands", flag_values=fv)
+  string("tasks", None, "comma-separated subset of the tasks")
+  string("learning_rates", None, "comma-separated; overrides every task's "
+         "grid")
+  string("seeds", ",".join(map(str, SEEDS)), "comma-separated seeds")
+  string("pretrained", None, "pre-training MODEL_DIR (local) or T5X "
+         "checkpoint path (t5x)")
+  integer("train_steps", "overrides every task's fine-tuning steps (local)")
+  integer("batch_size", "overrides every task's batch size")
+  string("model_gin", None, "model gin file of the pre-trained model "
+         "(default: tiny.gin for demo; otherwise the rembert_config.json of "
+         "--pretrained (local runner) or rembert.gin)")
+  integer("vocab_size", "override VOCAB_SIZE (demo: the synthetic one)")
+  string("xtreme_dir", None, "an XTREME download folder: run the grids on "
+         "the rembert_local_* tasks over its files instead of TFDS")
+  string("languages", None, "with --xtreme_dir and the local runner: "
+         "evaluate only these languages (comma-separated; English is always "
+         "kept), e.g. for a quick check or a partial download")
+  flags.DEFINE_bool("keep_checkpoints", False, "keep every run's "
+                    "checkpoints", flag_values=fv)
+  string("paper_results", None, "JSON file of reference numbers shown beside "
+         "ours (default for table15: the paper's Table 16, "
+         "rembert_t5x/experiments/paper_results/rembert_xtreme.json; 'none' "
+         "shows none)")
+
+
 def main(argv=None) -> None:
-  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  parser.add_argument("--experiment", required=True,
-                      help="table10, table15 or demo")
-  parser.add_argument("--workdir", required=True)
-  parser.add_argument("--runner", choices=("local", "t5x"), default="local")
-  parser.add_argument("--tasks", help="comma-separated subset of the tasks")
-  parser.add_argument("--learning_rates", help="comma-separated; overrides "
-                      "every task's grid")
-  parser.add_argument("--seeds", default=",".join(map(str, SEEDS)))
-  parser.add_argument("--pretrained", help="pre-training MODEL_DIR (local) "
-                      "or T5X checkpoint path (t5x)")
-  parser.add_argument("--train_steps", type=int,
-                      help="overrides every task's fine-tuning steps (local)")
-  parser.add_argument("--batch_size", type=int,
-                      help="overrides every task's batch size")
-  parser.add_argument("--model_gin", default=None,
-                      help="model gin file of the pre-trained model "
-                      "(default: tiny.gin for demo; otherwise the "
-                      "rembert_config.json of --pretrained (local runner) "
-                      "or rembert.gin)")
-  parser.add_argument("--vocab_size", type=int, default=None,
-                      help="override VOCAB_SIZE (demo: the synthetic one)")
-  parser.add_argument("--xtreme_dir", default=None,
-                      help="an XTREME download folder: run the grids on the "
-                      "rembert_local_* tasks over its files instead of TFDS")
-  parser.add_argument("--languages", default=None,
-                      help="with --xtreme_dir and the local runner: evaluate "
-                      "only these languages (comma-separated; English is "
-                      "always kept), e.g. for a quick check or a partial "
-                      "download")
-  parser.add_argument("--keep_checkpoints", action="store_true")
-  parser.add_argument("--paper_results", default=None,
-                      help="JSON file of reference numbers shown beside ours "
-                      "(default for table15: the paper's Table 16, "
-                      "rembert_t5x/experiments/paper_results/rembert_xtreme.json; "
-                      "'none' shows none)")
-  args = parser.parse_args(argv)
-  with cli.user_errors():
-    _main(args)
+  cli.run_main(_main, argv, _define_flags, doc=__doc__)
 
 
 def _paper(args) -> Optional[paper_reference.PaperResults]:

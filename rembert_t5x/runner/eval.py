@@ -29,6 +29,7 @@ import re
 import weakref
 from typing import Any, Mapping, Optional
 
+from absl import flags
 import gin
 import jax
 import numpy as np
@@ -314,10 +315,11 @@ def evaluate(checkpoint_dir: str, output_dir: str, *, model=gin.REQUIRED,
                        selection=selection)
 
 
-def main(args: cli.GinArgs) -> None:
+def main(fv: flags.FlagValues) -> None:
+  """Runs the command line's gin flags (`cli.define_gin_flags`)."""
   macros = ("CHECKPOINT_PATH", "EVAL_OUTPUT_DIR")
-  configs.parse_gin(args.gin_files, args.bindings,
-                    search_paths=args.search_paths, read_macros=macros)
+  configs.parse_gin(fv.gin_file, fv.gin_bindings,
+                    search_paths=fv.gin_search_paths, read_macros=macros)
   values = {}
   for macro in macros:
     try:
@@ -336,4 +338,4 @@ if __name__ == "__main__":
   # `eval.evaluate.x` (module `rembert_t5x.runner.eval`) apply; `python -m` would
   # otherwise register the configurables under `__main__`.
   from rembert_t5x.runner import eval as _module  # pylint: disable=g-import-not-at-top
-  cli.run_main(_module.main)
+  cli.run_main(_module.main, doc=__doc__)

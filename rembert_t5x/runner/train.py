@@ -38,6 +38,7 @@ import pathlib
 import time
 from typing import Any, Optional, Sequence
 
+from absl import flags
 from absl import logging
 from clu import metric_writers
 import gin
@@ -318,9 +319,10 @@ def train(
   return last
 
 
-def main(args: cli.GinArgs) -> None:
-  configs.parse_gin(args.gin_files, args.bindings,
-                    search_paths=args.search_paths, read_macros=["MODEL_DIR"])
+def main(fv: flags.FlagValues) -> None:
+  """Runs the command line's gin flags (`cli.define_gin_flags`)."""
+  configs.parse_gin(fv.gin_file, fv.gin_bindings,
+                    search_paths=fv.gin_search_paths, read_macros=["MODEL_DIR"])
   try:
     model_dir = gin.query_parameter("MODEL_DIR/macro.value")
   except ValueError as e:
@@ -336,4 +338,4 @@ if __name__ == "__main__":
   # `train.train.x` (module `rembert_t5x.runner.train`) apply; `python -m` would
   # otherwise register the configurables under `__main__`.
   from rembert_t5x.runner import train as _module  # pylint: disable=g-import-not-at-top
-  cli.run_main(_module.main)
+  cli.run_main(_module.main, doc=__doc__)
