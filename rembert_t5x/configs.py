@@ -46,7 +46,6 @@ def parse_gin(
     *,
     search_paths: Optional[Sequence[str]] = None,
     finalize: bool = False,
-    read_macros: Sequence[str] = (),
 ) -> None:
   """Parses gin files and `KEY=VALUE` bindings, with one clear error.
 
@@ -56,12 +55,10 @@ def parse_gin(
     search_paths: extra directories for `include`s (the directory holding
       gin_configs/ and the working directory are always searched).
     finalize: lock the config afterwards.
-    read_macros: macros the caller reads itself (e.g. MODEL_DIR), which no
-      gin file needs to reference.
 
   Raises:
     GinConfigError: naming the file and the offending binding, also for a
-      binding of a macro that no gin file (nor `read_macros`) uses.
+      binding of a macro that no gin file uses.
   """
   gin.clear_config()
   prefixes = list(search_paths or []) + gin_search_paths()
@@ -78,7 +75,7 @@ def parse_gin(
     except (ValueError, SyntaxError, KeyError) as e:
       raise GinConfigError(f"gin binding {b!r}: {_explain(e)}") from e
   if bindings:
-    _check_macros_are_used(gin_files, bindings, prefixes, read_macros)
+    _check_macros_are_used(gin_files, bindings, prefixes)
   if finalize:
     gin.finalize()
 
@@ -111,8 +108,7 @@ def _resolve_include(name: str, prefixes: Sequence[str]) -> Optional[str]:
 
 
 def _check_macros_are_used(gin_files: Sequence[str], bindings: Sequence[str],
-                           prefixes: Sequence[str],
-                           read_macros: Sequence[str]) -> None:
+                           prefixes: Sequence[str]) -> None:
   """Refuses a binding `NAME = value` of a macro nothing references.
 
   Re-reads the run's files (following includes) with gin's own parser and
@@ -137,7 +133,7 @@ def _check_macros_are_used(gin_files: Sequence[str], bindings: Sequence[str],
       if (isinstance(statement, config_parser.BindingStatement)
           and not statement.arg_name and "." not in statement.selector):
         assigned.append((b, statement.selector))
-  used = recorder.used | set(read_macros)
+  used = recorder.used
   for b, name in assigned:
     if name in used:
       continue

@@ -50,6 +50,7 @@ include 'gin_configs/models/tiny.gin'
 VOCAB_SIZE = 97
 MODEL_DIR = %gin.REQUIRED
 train.train:
+  model_dir = %MODEL_DIR
   model = @models.RemBertMLMModel()
   mixture_or_task_name = 'test_random_mlm'
   task_feature_lengths = {'input_tokens': 16}

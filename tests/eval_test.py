@@ -1,6 +1,7 @@
 """Local evaluation through SeqIO's evaluator, on the synthetic tasks."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -160,11 +161,19 @@ def test_selection_picks_the_best_english_dev_checkpoint(tmp_path):
 
 
 def test_eval_cli_needs_checkpoint_path(tmp_path):
-  run = tmp_path / "run.gin"
-  run.write_text("include 'gin_configs/models/tiny.gin'\n"
-                 "CHECKPOINT_PATH = %gin.REQUIRED\nEVAL_OUTPUT_DIR = '/tmp/x'\n")
+  run = "gin_configs/runs/local_tiny_eval_pair.gin"
   with pytest.raises(cli.UserError, match="CHECKPOINT_PATH is not set"):
-    eval_lib.main(cli.parse_gin_args([f"--gin_file={run}"]))
+    eval_lib.main(cli.parse_gin_args([
+        f"--gin_file={run}", f"--gin.EVAL_OUTPUT_DIR='{tmp_path}'"]))
+  with pytest.raises(cli.UserError, match="EVAL_OUTPUT_DIR is not set"):
+    eval_lib.main(cli.parse_gin_args([
+        f"--gin_file={run}", f"--gin.CHECKPOINT_PATH='{tmp_path}'"]))
+  # Gin files that do not bind the directories: the error names the binding.
+  configs.parse_gin([])
+  with pytest.raises(cli.UserError, match=re.escape(
+      "CHECKPOINT_PATH is not set: the gin files bind no "
+      "eval_lib.evaluate.checkpoint_dir")):
+    eval_lib.evaluate(model=None, mixture_or_task_name="unused")
 
 
 def test_evaluate_missing_checkpoint_is_a_user_error(tasks, tmp_path):
@@ -208,15 +217,14 @@ def test_local_run_files_train_then_evaluate_the_named_tasks(tasks, tmp_path):
 def test_local_eval_files_take_t5x_macros(files):
   """T5X's eval macros, with T5X's meanings, reach the local evaluator."""
   import gin  # pylint: disable=g-import-not-at-top
-  macros = ("CHECKPOINT_PATH", "EVAL_OUTPUT_DIR")
-  # The same check as `python -m rembert_t5x.runner.eval` (read_macros included).
+  # The same parse as `python -m rembert_t5x.runner.eval`.
   configs.parse_gin(files, [
       "CHECKPOINT_PATH = '/ck'", "EVAL_OUTPUT_DIR = '/out'",
       "MIXTURE_OR_TASK_NAME = 'my_task'", "MIXTURE_OR_TASK_MODULE = 'my_module'",
-      "TASK_FEATURE_LENGTHS = {'input_tokens': 8}"], read_macros=macros)
-  assert [gin.query_parameter(f"{m}/macro.value") for m in macros] == [
-      "/ck", "/out"]
+      "TASK_FEATURE_LENGTHS = {'input_tokens': 8}"])
   bound = gin.get_bindings(eval_lib.evaluate, resolve_references=True)
+  # Bound, as T5X's eval.gin binds them.
+  assert (bound["checkpoint_dir"], bound["output_dir"]) == ("/ck", "/out")
   assert bound["mixture_or_task_name"] == "my_task"
   assert bound["mixture_or_task_module"] == "my_module"
   assert bound["task_feature_lengths"] == {"input_tokens": 8}

@@ -232,6 +232,7 @@ models.RemBertPairClassificationModel.module = \\
     @network.RemBertForSequenceClassification()
 network.RemBertForSequenceClassification.num_classes = 2
 train.train:
+  model_dir = %MODEL_DIR
   model = @models.RemBertPairClassificationModel()
   mixture_or_task_name = 'lazyvocab_pair_train'
   task_feature_lengths = {'input_tokens': 64}

@@ -46,6 +46,7 @@ include 'gin_configs/models/tiny.gin'
 VOCAB_SIZE = 64
 MODEL_DIR = %gin.REQUIRED
 train.train:
+  model_dir = %MODEL_DIR
   model = @models.RemBertMLMModel()
   mixture_or_task_name = 'resume_test_mlm'
   task_feature_lengths = {'input_tokens': 32}

@@ -25,6 +25,7 @@ include 'gin_configs/models/tiny.gin'
 VOCAB_SIZE = 97
 MODEL_DIR = %gin.REQUIRED
 train.train:
+  model_dir = %MODEL_DIR
   model = @models.RemBertMLMModel()
   mixture_or_task_name = 'test_random_mlm'
   task_feature_lengths = {'input_tokens': 16}
@@ -170,9 +171,20 @@ def test_checkpoint_of_another_architecture_is_refused(run_gin, tmp_path):
   assert (model_dir / "metrics.jsonl").read_text() == metrics_before
 
 
-def test_missing_model_dir(run_gin):
+def test_missing_model_dir(run_gin, tmp_path):
   with pytest.raises(cli.UserError, match="MODEL_DIR is not set"):
     _main(f"--gin_file={run_gin}")
+  # A run file that does not bind train.train.model_dir = %MODEL_DIR: the
+  # error says so, and a --gin.MODEL_DIR it would ignore is refused.
+  unbound = tmp_path / "unbound.gin"
+  unbound.write_text(RUN_GIN.replace("  model_dir = %MODEL_DIR\n", ""))
+  with pytest.raises(cli.UserError, match=re.escape(
+      "MODEL_DIR is not set: the run file binds no train.train.model_dir")):
+    _main(f"--gin_file={unbound}")
+  with pytest.raises(cli.UserError, match="no gin file of this run uses the "
+                     "macro MODEL_DIR"):
+    _main(f"--gin_file={unbound}", f"--gin.MODEL_DIR='{tmp_path / 'm'}'")
+  assert not (tmp_path / "m").exists()
 
 
 def test_parse_gin_args():
@@ -224,10 +236,10 @@ def test_local_run_files_take_t5x_macros(run):
               "BATCH_SIZE = 4", "TASK_FEATURE_LENGTHS = {'input_tokens': 8}"]
   if "finetune" in run:
     bindings.append("INITIAL_CHECKPOINT_PATH = '/pre/m'")
-  # The same check as `python -m rembert_t5x.runner.train` (read_macros included).
-  configs.parse_gin([f"gin_configs/runs/{run}.gin"], bindings,
-                    read_macros=["MODEL_DIR"])
+  # The same parse as `python -m rembert_t5x.runner.train`.
+  configs.parse_gin([f"gin_configs/runs/{run}.gin"], bindings)
   bound = gin.get_bindings(train.train, resolve_references=True)
+  assert bound["model_dir"] == "/tmp/unused"  # bound, as T5X's run files do
   assert bound["mixture_or_task_name"] == "my_task"
   assert bound["mixture_or_task_module"] == "my_module"
   assert bound["train_steps"] == 7 and bound["batch_size"] == 4

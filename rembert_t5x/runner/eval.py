@@ -280,8 +280,18 @@ def select_checkpoint(model, checkpoint_dir: str, task_name: str,
                     "scores": {str(s): v for s, v in sorted(scores.items())}}
 
 
-@gin.configurable(denylist=["checkpoint_dir", "output_dir"])
-def evaluate(checkpoint_dir: str, output_dir: str, *, model=gin.REQUIRED,
+def _check_dir_set(value: Optional[str], name: str, macro: str) -> None:
+  if value is None:
+    raise errors.UserError(
+        f"{macro} is not set: the gin files bind no eval_lib.evaluate.{name} "
+        f"(add `eval_lib.evaluate.{name} = %{macro}`)")
+  if not value or value is gin.REQUIRED:
+    raise errors.UserError(f"{macro} is not set (e.g. --gin.{macro}=\"'/tmp/x'\")")
+
+
+@gin.configurable
+def evaluate(checkpoint_dir: Optional[str] = None,
+             output_dir: Optional[str] = None, *, model=gin.REQUIRED,
              mixture_or_task_name: str = gin.REQUIRED,
              mixture_or_task_module: Optional[str] = None,
              split: str = "validation",
@@ -292,8 +302,11 @@ def evaluate(checkpoint_dir: str, output_dir: str, *, model=gin.REQUIRED,
   """Evaluates a checkpoint of `checkpoint_dir` on a mixture; writes results.
 
   The latest checkpoint, or with `selection_task` the best one on it (see
-  `select_checkpoint`).
+  `select_checkpoint`). The run files bind `checkpoint_dir = %CHECKPOINT_PATH`
+  and `output_dir = %EVAL_OUTPUT_DIR` (T5X's macros).
   """
+  _check_dir_set(checkpoint_dir, "checkpoint_dir", "CHECKPOINT_PATH")
+  _check_dir_set(output_dir, "output_dir", "EVAL_OUTPUT_DIR")
   inputs.import_task_module(mixture_or_task_module)
   inputs.get_task_or_mixture(mixture_or_task_name)
   # The checkpoint's own vocabulary (its MODEL_DIR's sentencepiece.model)
@@ -317,20 +330,11 @@ def evaluate(checkpoint_dir: str, output_dir: str, *, model=gin.REQUIRED,
 
 def main(fv: flags.FlagValues) -> None:
   """Runs the command line's gin flags (`cli.define_gin_flags`)."""
-  macros = ("CHECKPOINT_PATH", "EVAL_OUTPUT_DIR")
   configs.parse_gin(fv.gin_file, fv.gin_bindings,
-                    search_paths=fv.gin_search_paths, read_macros=macros)
-  values = {}
-  for macro in macros:
-    try:
-      value = gin.query_parameter(f"{macro}/macro.value")
-    except ValueError as e:
-      raise errors.UserError(f"the gin files define no {macro} macro") from e
-    if not isinstance(value, str):
-      raise errors.UserError(f"{macro} is not set (e.g. --gin.{macro}=\"'/tmp/x'\")")
-    values[macro] = value
-  record = evaluate(values["CHECKPOINT_PATH"], values["EVAL_OUTPUT_DIR"])
-  print(json.dumps(record["tasks"]))
+                    search_paths=fv.gin_search_paths)
+  # Every argument, the directories (= %CHECKPOINT_PATH, %EVAL_OUTPUT_DIR)
+  # included, comes from gin.
+  print(json.dumps(evaluate()["tasks"]))
 
 
 if __name__ == "__main__":

@@ -59,8 +59,12 @@ from rembert_t5x.runner import io_utils
 from rembert_t5x.runner import train_lib
 
 
-def check_model_dir(model_dir: str) -> pathlib.Path:
+def check_model_dir(model_dir: Optional[str]) -> pathlib.Path:
   """Creates MODEL_DIR if needed and checks it is writable."""
+  if model_dir is None:
+    raise errors.UserError(
+        "MODEL_DIR is not set: the run file binds no train.train.model_dir "
+        "(add `train.train.model_dir = %MODEL_DIR`)")
   if not model_dir or model_dir is gin.REQUIRED:
     raise errors.UserError("MODEL_DIR is not set (e.g. --gin.MODEL_DIR=\"'/tmp/m'\")")
   path = pathlib.Path(model_dir)
@@ -132,9 +136,9 @@ def _check_checkpoint_matches(step_dir: pathlib.Path, params):
           f"this model expects {expected[name]} (another architecture?)")
 
 
-@gin.configurable(denylist=["model_dir"])
+@gin.configurable
 def train(
-    model_dir: str,
+    model_dir: Optional[str] = None,
     *,
     model=gin.REQUIRED,
     mixture_or_task_name: str = gin.REQUIRED,
@@ -164,7 +168,8 @@ def train(
   """Trains `model` on a SeqIO task; returns the last logged metrics.
 
   Args:
-    model_dir: output directory (created; must be writable).
+    model_dir: output directory (created; must be writable). The run files
+      bind it as T5X's do: `train.train.model_dir = %MODEL_DIR`.
     model: a `models.RemBert*Model`.
     mixture_or_task_name: registered SeqIO task or mixture.
     mixture_or_task_module: a module to import first, which registers it
@@ -322,15 +327,9 @@ def train(
 def main(fv: flags.FlagValues) -> None:
   """Runs the command line's gin flags (`cli.define_gin_flags`)."""
   configs.parse_gin(fv.gin_file, fv.gin_bindings,
-                    search_paths=fv.gin_search_paths, read_macros=["MODEL_DIR"])
-  try:
-    model_dir = gin.query_parameter("MODEL_DIR/macro.value")
-  except ValueError as e:
-    raise errors.UserError("the run file defines no MODEL_DIR macro") from e
-  if isinstance(model_dir, gin.config.ConfigurableReference):
-    raise errors.UserError("MODEL_DIR is not set (e.g. --gin.MODEL_DIR=\"'/tmp/m'\")")
-  metrics = train(model_dir)
-  print(json.dumps({"model_dir": model_dir, **metrics}))
+                    search_paths=fv.gin_search_paths)
+  # Every argument, model_dir (= %MODEL_DIR) included, comes from gin.
+  print(json.dumps(train()))
 
 
 if __name__ == "__main__":
