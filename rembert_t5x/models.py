@@ -27,6 +27,7 @@ task's `targets` vocabulary, a pass-through one for ids):
 from typing import Any, Callable, Mapping, Optional
 
 from clu import metrics as clu_metrics
+from flax import traverse_util
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -507,8 +508,8 @@ def finetuning_params_from_pretraining(
   if layer_stacking.is_scanned(initial):
     encoder = layer_stacking.stack_layers({"encoder": encoder},
                                           num_layers)["encoder"]
-  flat_new = _flatten(encoder)
-  flat_init = _flatten(initial["encoder"])
+  flat_new = traverse_util.flatten_dict(encoder, sep="/")
+  flat_init = traverse_util.flatten_dict(initial["encoder"], sep="/")
   if set(flat_new) != set(flat_init):
     missing = sorted(set(flat_init) - set(flat_new))
     extra = sorted(set(flat_new) - set(flat_init))
@@ -522,17 +523,6 @@ def finetuning_params_from_pretraining(
           f"expects {tuple(np.shape(value))}")
   out = dict(initial)
   out["encoder"] = encoder
-  return out
-
-
-def _flatten(tree, prefix=""):
-  out = {}
-  for k, v in tree.items():
-    path = f"{prefix}/{k}" if prefix else k
-    if isinstance(v, Mapping):
-      out.update(_flatten(v, path))
-    else:
-      out[path] = v
   return out
 
 

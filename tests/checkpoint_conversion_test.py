@@ -260,3 +260,34 @@ def test_resize_vocab_params_moves_between_paddings():
   back = cc.resize_vocab_params(padded, 97)
   for name, value in flat.items():
     np.testing.assert_array_equal(back[name], value)
+
+
+def _old_flatten(tree, prefix=""):
+  """The hand-written flatten that `cc.flatten` replaced (reference)."""
+  out = {}
+  for k, v in tree.items():
+    path = f"{prefix}/{k}" if prefix else str(k)
+    if isinstance(v, dict) or hasattr(v, "items"):
+      out.update(_old_flatten(v, path))
+    else:
+      out[path] = v
+  return out
+
+
+@pytest.mark.parametrize("scan_layers", [False, True])
+def test_flatten_and_unflatten_match_the_hand_written_helpers(scan_layers):
+  """flax.traverse_util gives the old names, order and leaves, both ways."""
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  import flax  # pylint: disable=g-import-not-at-top
+  config = dataclasses.replace(test_utils.TINY_CONFIG,
+                               scan_layers=scan_layers)
+  model = network.RemBertForMaskedLM(config)
+  ids = np.zeros((1, 8), np.int32)
+  params = jax.eval_shape(lambda: model.init(jax.random.PRNGKey(0), ids,
+                                             ids))["params"]
+  for tree in (flax.core.unfreeze(params), flax.core.freeze(params)):
+    flat = cc.flatten(tree)
+    old = _old_flatten(tree)
+    assert list(flat) == list(old)
+    assert all(flat[k] is old[k] for k in old)
+    assert flax.core.unfreeze(cc.unflatten(flat)) == flax.core.unfreeze(tree)

@@ -28,6 +28,7 @@ import enum
 import re
 from typing import Any, Callable, Iterator, Mapping, Optional, Protocol
 
+from flax import traverse_util
 import numpy as np
 
 from rembert_t5x import network
@@ -656,24 +657,10 @@ def config_mismatch(a: network.RemBertConfig, b: network.RemBertConfig,
 
 
 def unflatten(flat: Mapping[str, np.ndarray]) -> dict:
-  """`{"a/b": x}` -> `{"a": {"b": x}}`."""
-  tree: dict = {}
-  for path, value in flat.items():
-    node = tree
-    *parents, leaf = path.split("/")
-    for p in parents:
-      node = node.setdefault(p, {})
-    node[leaf] = value
-  return tree
+  """`{"a/b": x}` -> `{"a": {"b": x}}` (flax.traverse_util, "/"-joined)."""
+  return traverse_util.unflatten_dict(dict(flat), sep="/")
 
 
-def flatten(tree: Mapping, prefix: str = "") -> dict[str, np.ndarray]:
-  """`{"a": {"b": x}}` -> `{"a/b": x}`."""
-  out = {}
-  for k, v in tree.items():
-    path = f"{prefix}/{k}" if prefix else str(k)
-    if isinstance(v, Mapping):
-      out.update(flatten(v, path))
-    else:
-      out[path] = v
-  return out
+def flatten(tree: Mapping) -> dict[str, np.ndarray]:
+  """`{"a": {"b": x}}` -> `{"a/b": x}` (flax.traverse_util, "/"-joined)."""
+  return traverse_util.flatten_dict(tree, sep="/")
