@@ -373,3 +373,31 @@ def test_padded_config_round_trips_hf_exactly(tmp_path):
     checkpoint_io.t5x_to_hf(str(tmp_path / "ours"), str(tmp_path / "back2"))
   checkpoint_io.t5x_to_hf(str(tmp_path / "ours"), str(tmp_path / "back2"),
                           gin_file=str(gin_file))
+
+
+def test_safetensors_reader_matches_safe_open(tmp_path):
+  """The streaming reader kept beside `safetensors.safe_open` (which maps
+  the file: see checkpoint_io._SafetensorsFile) reads the same tensors."""
+  torch = pytest.importorskip("torch")
+  from safetensors import safe_open  # pylint: disable=g-import-not-at-top
+  from safetensors.torch import save_file  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  tensors = {
+      "f32": torch.from_numpy(rng.normal(size=(3, 5)).astype(np.float32)),
+      "f16": torch.from_numpy(rng.normal(size=(7,)).astype(np.float16)),
+      "bf16": torch.from_numpy(rng.normal(size=(2, 3, 4)).astype(
+          np.float32)).to(torch.bfloat16),
+      "i64": torch.arange(6, dtype=torch.int64).reshape(2, 3),
+      "i32": torch.arange(4, dtype=torch.int32)}
+  path = tmp_path / "model.safetensors"
+  save_file(tensors, str(path), {"format": "pt"})
+  ours = checkpoint_io._SafetensorsFile(path)  # pylint: disable=protected-access
+  with safe_open(str(path), framework="pt") as ref:
+    assert sorted(ours.names) == sorted(ref.keys())
+    for name in ref.keys():
+      want = ref.get_tensor(name)
+      if want.dtype == torch.bfloat16:  # numpy has none: both upcast exactly
+        want = want.float()
+      got = ours.get(name)
+      assert got.dtype == want.numpy().dtype and got.shape == tuple(want.shape)
+      np.testing.assert_array_equal(got, want.numpy())

@@ -136,6 +136,10 @@ class _SafetensorsFile:
   each tensor with `np.fromfile` instead of memory-mapping the file:
   mapped pages of a 4 GB file would count towards this process's resident
   memory until the file is closed.
+  Kept beside `safetensors.safe_open`, which maps the file: reading a 768 MiB
+  file of 12 x 64 MiB tensors one at a time peaked at +64 MiB RSS here, +832
+  MiB with safe_open(framework="numpy") (safetensors 0.8.0, this machine);
+  tests/convert_checkpoint_test.py checks both read the same tensors.
   """
 
   def __init__(self, path: pathlib.Path):
