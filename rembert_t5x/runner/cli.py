@@ -79,7 +79,7 @@ def _usage(doc: Optional[str], fv: flags.FlagValues) -> str:
   # better for one command.
   lines = [l for l in fv.get_help(include_special_flags=False).splitlines()
            if l.startswith(" ")]
-  return f"{(doc or '').strip()}\n\nflags:\n" + "\n".join(lines)
+  return f"{(doc or '').strip()}\n\nflags:\n" + ("\n".join(lines) or "  none")
 
 
 def parse_flags(argv: Sequence[str], define: Define = define_gin_flags, *,
