@@ -97,7 +97,7 @@ def test_python_m_old_name_runs_the_new_module(tmp_path):
       "rembert_t5x.runner.train.train (its module moved; update the gin file)")
 
 
-def test_python_m_old_argparse_entry_point():
+def test_python_m_old_flags_entry_point():
   result = _run("-m", "rembert_t5x.sweep", "--help")
   assert result.returncode == 0, result.stderr[-2000:]
   assert "--experiment" in result.stdout
