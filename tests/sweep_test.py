@@ -231,6 +231,7 @@ CONFIG = network.RemBertConfig(
     max_position_embeddings=128)
 
 
+@pytest.mark.slow  # a whole grid: pre-train, fine-tune, evaluate
 def test_tiny_local_sweep_end_to_end(tmp_path):
   from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
   manifest = synthetic_tasks.prepare(
