@@ -36,7 +36,6 @@ Which vocabulary a task uses: registered tasks get a lazy one
 """
 
 import dataclasses
-import functools
 import os
 import re
 import tempfile
@@ -49,8 +48,8 @@ import sentencepiece as spm
 from sentencepiece import sentencepiece_model_pb2
 import tensorflow as tf
 import tensorflow_text as tf_text
-from tensorflow_text.core.pybinds import pywrap_model_converter
 
+from rembert_t5x.data import fast_tokenizer
 from rembert_t5x.data import text_sources
 
 PAD_ID = 0  # seqio's padding id; every RemBERT vocabulary has [PAD] here.
@@ -239,45 +238,6 @@ def encode_with_offsets(
 # HF's tokenizer does (see the module docstring).
 _NORMALIZER_OVERRIDES = sentencepiece_model_pb2.NormalizerSpec(
     remove_extra_whitespaces=False)
-
-
-class _FastSentencepieceTokenizer(tf_text.FastSentencepieceTokenizer):
-  """tf_text's fast tokenizer, built from a model converted once.
-
-  tf_text's own constructor converts the model again every time and turns
-  the converted bytes into a tensor through a Python list, one element at a
-  time; inside a tf.data trace that took ~0.8 s per tokenizer for a
-  400-piece model (and grows with the model: the released one is ~4.7 MB).
-  A uint8 array gives the same constant at once; tokenize/detokenize are
-  tf_text's, unchanged.
-  """
-
-  def __init__(self, model: bytes):  # pylint: disable=super-init-not-called
-    converted, detokenizer, size = _converted_model(model)
-    self._converted_model = tf.constant(converted)
-    self._converted_model_detokenizer = tf.constant(detokenizer)
-    self._vocab_size = size
-    self._reverse = False
-    self._add_bos = False
-    self._add_eos = False
-
-
-@functools.lru_cache(maxsize=8)
-def _converted_model(model: bytes) -> Tuple[np.ndarray, np.ndarray, int]:
-  """tf_text's FST form of a SentencePiece model (tokenizer, decoder, size)."""
-  converted = pywrap_model_converter.convert_sentencepiece_model(model)
-  detokenizer = (
-      pywrap_model_converter.convert_sentencepiece_model_for_decoder(model))
-  return (np.frombuffer(converted, dtype=np.uint8),
-          np.frombuffer(detokenizer, dtype=np.uint8),
-          pywrap_model_converter.get_vocabulary_size(converted))
-
-
-@functools.lru_cache(maxsize=8)
-def _without_dummy_prefix(model: bytes) -> bytes:
-  proto = sentencepiece_model_pb2.ModelProto.FromString(model)
-  proto.normalizer_spec.add_dummy_prefix = False
-  return proto.SerializeToString()
 
 
 class RemBertVocabulary(seqio.SentencePieceVocabulary):
@@ -469,10 +429,11 @@ class RemBertVocabulary(seqio.SentencePieceVocabulary):
 
   @property
   def tf_tokenizer(self):
-    return _FastSentencepieceTokenizer(self.sp_model)
+    return fast_tokenizer.FastSentencepieceTokenizer(self.sp_model)
 
   def _no_prefix_tf_tokenizer(self):
-    return _FastSentencepieceTokenizer(_without_dummy_prefix(self.sp_model))
+    return fast_tokenizer.FastSentencepieceTokenizer(
+        fast_tokenizer.without_dummy_prefix(self.sp_model))
 
   def encode_with_offsets(
       self, text: str) -> Tuple[List[int], List[Tuple[int, int]]]:
