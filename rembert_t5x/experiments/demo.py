@@ -237,7 +237,7 @@ def _run(out: pathlib.Path, settings: DemoSettings,
     record = results["variants"][variant] = {"params": counts, "mlm": []}
     # One model object per task: its jitted predict function is reused by
     # every seed.
-    task_models = {f: _finetune_model(TASKS[f][0], config, f)
+    task_models = {f: finetune_model(TASKS[f][0], config, f)
                    for f in settings.families()}
     for p in range(settings.pretrain_seeds):
       pre_dir = out / variant / f"pretrain-{p}"
@@ -305,7 +305,7 @@ def _run(out: pathlib.Path, settings: DemoSettings,
   return results
 
 
-def _finetune_model(kind: str, config: network.RemBertConfig, family: str):
+def finetune_model(kind: str, config: network.RemBertConfig, family: str):
   module = models.make_module(kind, config, NUM_CLASSES.get(family))
   if kind == "pair":
     return models.RemBertPairClassificationModel(module)

@@ -1,0 +1,655 @@
+r"""A small-scale reproduction of the paper's embedding ablations.
+
+  python -m rembert_t5x.experiments.reproduce --workdir /tmp/reproduce
+  python -m rembert_t5x.experiments.reproduce --workdir /tmp/r --seeds 2 \
+      --pretrain_steps 100 --finetune_steps 20 --eval_examples 20   # smoke
+
+Analogs of the paper's Tables 2, 4 and 6 (and of Figure 1, its §6
+"drop the last layers" analysis) with tiny models on the synthetic
+multilingual benchmark (`rembert_t5x.data.synthetic`), every model
+pre-trained with `--seeds` seeds (default 3):
+
+  Table 2  coupled (tied E_in = E_out = H) vs decoupled (untied, same sizes);
+           paper: decoupled slightly better on average (+0.4).
+  Table 4  E_in small, E_out small / = H / 4H; paper: the score rises
+           monotonically with E_out.
+  Table 6  E_in small, the saved parameters reinvested in width (larger H)
+           or depth (more layers), against the coupled baseline; paper: both
+           beat the baseline, depth most.
+  Figure 1 the Table 4 models fine-tuned with only their first l layers;
+           paper: with a small E_out the last layers do not matter, with a
+           large one every layer is useful.
+  Probes   per-layer linear probes (entity tags) of the Table 4 models,
+           frozen (`analysis.probe`); the paper's probe (Table 9) is a
+           different one, a learnt mix of all layers on English tasks.
+
+Why many languages: the paper's mechanism is about the embedding matrix
+being a large share of the model (mBERT: 92M of 177M parameters). The
+demo's 4 languages need a ~400-piece vocabulary, 20% of a 64-wide 2-layer
+model: there is almost nothing to reinvest, and the output embedding is a
+small head. `LANGUAGES` (12 languages, a ~1,000-piece vocabulary) puts the
+embeddings at ~39% of the coupled model, the paper's regime at toy size.
+
+Every (variant, seed) unit pre-trains with MLM, fine-tunes on pair
+classification, entity tagging and extractive QA in the training language
+(one fine-tuning run per pre-trained model: the pre-training seed is the
+unit of the statistics) and evaluates every language zero-shot; its record
+is written to `runs/<variant>/seed-<s>/unit.json`, so a stopped run resumes
+from the units it finished. `--jobs N` runs units in N worker processes
+(each pinned to one core where it can be; tiny models use one core
+better than two). Statistics: per task and on the average over tasks,
+mean ± std over pre-training seeds; each of the paper's directions is a
+set of comparisons, tested with Welch's t-test over seeds on the average
+over tasks and Holm-corrected within the table (`uncertainty`). A direction
+is "reproduced" when every comparison is significant in the paper's
+direction, "opposite" when one is significant against it, and otherwise
+"not reproduced at this scale (no significant difference)".
+
+Writes `reproduce.json` (every unit, the tables, the tests), `reproduce.md`
+and `reproduce.png`.
+"""
+
+import dataclasses
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+
+from absl import flags
+import numpy as np
+
+from rembert_t5x import configs
+from rembert_t5x import errors
+from rembert_t5x import network
+from rembert_t5x.experiments import uncertainty
+from rembert_t5x.runner import cli
+from rembert_t5x.runner import io_utils
+
+# The base model: the tiny config (H = 64, 2 layers of 4 heads x 16, MLP 256).
+BASE_GIN = "gin_configs/models/tiny.gin"
+NUM_LANGUAGES = 12
+VOCAB_SIZE = 1000  # the most SentencePiece can make of the 12-language corpus
+
+# name: overrides of the base config. E_in = 16 is H / 4 (the paper's 128 is
+# H / 6); E_out 16 / 64 / 256 is H / 4, H, 4H (paper: 128, 768 = H, 3072 = 4H).
+VARIANTS: Dict[str, Dict[str, Any]] = {
+    "coupled": dict(input_embed_dim=64, output_embed_dim=64,
+                    tie_embeddings=True),
+    "decoupled": dict(input_embed_dim=64, output_embed_dim=64),
+    "ein16_eout16": dict(input_embed_dim=16, output_embed_dim=16),
+    "ein16_eout64": dict(input_embed_dim=16, output_embed_dim=64),
+    "ein16_eout256": dict(input_embed_dim=16, output_embed_dim=256),
+    # The 48 x 1,000 parameters E_in = 16 saves, reinvested: a third layer
+    # (+50k), or H = 80 (5 heads, MLP 320; +58k) -- fine-tuning sizes within
+    # 3% of the coupled model's, as the paper matches them.
+    "ein16_deeper": dict(input_embed_dim=16, output_embed_dim=64,
+                         num_layers=3),
+    "ein16_wider": dict(input_embed_dim=16, output_embed_dim=64, emb_dim=80,
+                        num_heads=5, mlp_dim=320),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Direction:
+  """One of the paper's claims: every (baseline, candidate) pair is expected
+  to come out with the candidate higher."""
+  claim: str
+  comparisons: Sequence[tuple]
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+  title: str
+  rows: Sequence[str]
+  direction: Direction
+  paper: str  # the paper's numbers for the direction, for the README
+
+
+TABLES: Dict[str, Table] = {
+    "table2": Table(
+        "Table 2: coupled vs decoupled embeddings at equal sizes",
+        ("coupled", "decoupled"),
+        Direction("decoupled above coupled", (("coupled", "decoupled"),)),
+        "avg 62.3 -> 62.7 (+0.4, not on every task)"),
+    "table4": Table(
+        "Table 4: output embedding size with a small input embedding",
+        ("ein16_eout16", "ein16_eout64", "ein16_eout256"),
+        Direction("the score rises with E_out",
+                  (("ein16_eout16", "ein16_eout64"),
+                   ("ein16_eout64", "ein16_eout256"))),
+        "avg 56.6 / 60.2 / 61.8 for E_out 128 / 768 / 3072, monotone on "
+        "every task"),
+    "table6": Table(
+        "Table 6: the saved input-embedding parameters reinvested",
+        ("coupled", "ein16_eout64", "ein16_wider", "ein16_deeper"),
+        Direction("reinvesting in width or depth beats the coupled baseline",
+                  (("coupled", "ein16_wider"), ("coupled", "ein16_deeper"))),
+        "avg 62.3 (coupled) -> 64.5 (width) / 66.2 (depth); E_in small "
+        "without reinvesting 60.2"),
+}
+FIGURE1_VARIANTS = TABLES["table4"].rows
+FIGURE1_FAMILY = "tag"
+
+
+@dataclasses.dataclass
+class Settings:
+  """Sizes and seeds of one reproduction (every field is a flag)."""
+  seeds: int = 3
+  seed: int = 0
+  data_seed: int = 0
+  pretrain_steps: int = 600
+  pretrain_learning_rate: float = 3e-3
+  pretrain_length: int = 64
+  batch_size: int = 32
+  # Pair classification learns more slowly (the demo's tuning).
+  pair_finetune_steps: int = 150
+  pair_finetune_learning_rate: float = 1e-3
+  finetune_steps: int = 100
+  finetune_learning_rate: float = 5e-4
+  eval_examples: int = 150
+  corpus_sentences: int = 2000
+  jobs: int = 2
+  figure1: bool = True
+  probes: bool = True
+
+  def finetune(self, family: str):
+    if family == "pair":
+      return self.pair_finetune_steps, self.pair_finetune_learning_rate
+    return self.finetune_steps, self.finetune_learning_rate
+
+  def check(self) -> None:
+    for name in ("seeds", "pretrain_steps", "finetune_steps",
+                 "pair_finetune_steps", "eval_examples", "batch_size", "jobs",
+                 "corpus_sentences"):
+      if getattr(self, name) < 1:
+        raise errors.UserError(
+            f"--{name} must be at least 1, got {getattr(self, name)}")
+
+
+def variant_config(name: str) -> network.RemBertConfig:
+  """The network config of one variant (the base with its overrides)."""
+  if name not in VARIANTS:
+    raise errors.UserError(f"unknown variant {name!r}; expected one of "
+                           f"{sorted(VARIANTS)}")
+  base = configs.config_from_gin(BASE_GIN)
+  return dataclasses.replace(base, vocab_size=VOCAB_SIZE, **VARIANTS[name])
+
+
+def units(settings: Settings) -> List[tuple]:
+  """Every (variant, pre-training seed index), seeds outermost so that a
+  partial run has every variant at its first seeds."""
+  return [(v, s) for s in range(settings.seeds) for v in VARIANTS]
+
+
+def unit_path(out: pathlib.Path, variant: str, seed: int) -> pathlib.Path:
+  return out / "runs" / variant / f"seed-{seed}" / "unit.json"
+
+
+# --------------------------------------------------------------------------
+# Data
+# --------------------------------------------------------------------------
+
+def prepare(out: pathlib.Path, settings: Settings):
+  """(manifest, task names) of the 12-language synthetic benchmark."""
+  from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
+  wanted = {"seed": settings.data_seed,
+            "eval_examples": settings.eval_examples,
+            "corpus": settings.corpus_sentences}
+  manifest = synthetic_tasks.prepare(
+      str(out / "data"), seed=settings.data_seed, vocab_size=VOCAB_SIZE,
+      num_languages=NUM_LANGUAGES, eval_examples=settings.eval_examples,
+      corpus_sentences=settings.corpus_sentences)
+  made = {"seed": manifest["seed"],
+          "eval_examples": manifest["sizes"]["eval_examples"],
+          "corpus": manifest["sizes"]["corpus"]}
+  if made != wanted:
+    raise errors.UserError(
+        f"{out / 'data' / 'manifest.json'}: data were generated with {made}, "
+        f"not {wanted}; use a new --workdir")
+  return manifest, synthetic_tasks.register_synthetic(manifest,
+                                                      prefix="repro_")
+
+
+# --------------------------------------------------------------------------
+# One unit: pre-train, fine-tune, evaluate
+# --------------------------------------------------------------------------
+
+def run_unit(out: pathlib.Path, variant: str, p: int, settings: Settings,
+             names: Mapping[str, str], languages: Sequence[str],
+             evaluators: Dict[str, Any], log: Callable[[str], None]) -> Dict[str, Any]:
+  """Runs one (variant, seed) unit and writes its record."""
+  # The training loop is only needed by the units that run.
+  from rembert_t5x import models  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.experiments import analysis  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.experiments import demo  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.experiments import sweep  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.runner import checkpoints  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.runner import train  # pylint: disable=g-import-not-at-top
+  config = variant_config(variant)
+  unit_dir = unit_path(out, variant, p).parent
+  seed = settings.seed + p
+  start = time.time()
+  pre_dir = unit_dir / "pretrain"
+  log(f"{variant} seed {p}: pre-training {settings.pretrain_steps} steps")
+  mlm = train.train(
+      str(pre_dir), model=models.RemBertMLMModel(
+          network.RemBertForMaskedLM(config), max_predictions_per_seq=16),
+      mixture_or_task_name=names["mlm"],
+      task_feature_lengths={"input_tokens": settings.pretrain_length},
+      train_steps=settings.pretrain_steps, batch_size=settings.batch_size,
+      learning_rate=settings.pretrain_learning_rate,
+      warmup_steps=settings.pretrain_steps // 10, pack=True,
+      checkpoint_period=settings.pretrain_steps, log_period=50, seed=seed,
+      data_seed=seed, progress_bar=False)
+
+  def finetune(family: str, layers: int) -> Dict[str, Dict[str, float]]:
+    kind, length, _ = demo.TASKS[family]
+    cfg = config if layers == config.num_layers else analysis.layer_config(
+        config, layers)
+    model = demo.finetune_model(kind, cfg, family)
+    steps, lr = settings.finetune(family)
+    ft_dir = unit_dir / (family if layers == config.num_layers
+                         else f"{family}-layers{layers}")
+    log(f"{variant} seed {p}: {family}, {layers} layers, {steps} steps")
+    train.train(
+        str(ft_dir), model=model, mixture_or_task_name=f"repro_{family}_train",
+        task_feature_lengths={"input_tokens": length}, train_steps=steps,
+        batch_size=settings.batch_size, learning_rate=lr,
+        warmup_steps=steps // 10, checkpoint_period=steps, log_period=50,
+        seed=seed, data_seed=seed, init_checkpoint=str(pre_dir),
+        progress_bar=False)
+    key = (family, length)
+    if key not in evaluators:
+      evaluators[key] = eval_lib.make_evaluator(
+          model, names[family], "validation", {"input_tokens": length})
+    task_metrics = eval_lib.evaluate_with(
+        evaluators[key], model, checkpoints.load_params(str(ft_dir)))
+    return {eval_lib.task_language(t): m for t, m in sorted(task_metrics.items())}
+
+  record = {"variant": variant, "pretrain_seed": p, "seed": seed,
+            "params": configs.count_parameters(config),
+            "mlm": {k: float(v) for k, v in mlm.items()},
+            "families": {f: finetune(f, config.num_layers)
+                         for f in demo.TASKS}}
+  if settings.figure1 and variant in FIGURE1_VARIANTS:
+    record["figure1"] = {
+        str(l): finetune(FIGURE1_FAMILY, l)
+        for l in range(1, config.num_layers)}
+  if settings.probes and variant in FIGURE1_VARIANTS:
+    task = sweep.demo_tasks(prefix="repro_")[FIGURE1_FAMILY]
+    result = analysis.probe(
+        str(unit_dir / "probe"), config, str(pre_dir), task,
+        languages=languages, task_prefix="repro_",
+        log=lambda m: None)
+    record["probe"] = {str(r["layer"]): r["scores"] for r in result["rows"]}
+  record["seconds"] = round(time.time() - start, 1)
+  io_utils.atomic_write_json(unit_path(out, variant, p), record, indent=1)
+  return record
+
+
+# --------------------------------------------------------------------------
+# Workers
+# --------------------------------------------------------------------------
+
+def _pin(worker: int) -> None:
+  """Pins this process to one core (worker i to the i-th allowed core)."""
+  if hasattr(os, "sched_getaffinity"):
+    cores = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cores[worker % len(cores)]})
+
+
+def work(out: pathlib.Path, settings: Settings, worker: int, jobs: int,
+         log: Callable[[str], None] = print) -> None:
+  """Runs the units `worker` owns (every `jobs`-th) that have no record."""
+  from rembert_t5x.experiments import demo  # pylint: disable=g-import-not-at-top
+  manifest, names = prepare(out, settings)
+  evaluators: Dict[str, Any] = {}
+  with demo.compilation_cache(out / "xla_cache"):
+    for i, (variant, p) in enumerate(units(settings)):
+      if i % jobs != worker or unit_path(out, variant, p).exists():
+        continue
+      record = run_unit(out, variant, p, settings, names,
+                        manifest["languages"], evaluators, log)
+      log(f"{variant} seed {p}: done in {record['seconds']} s")
+
+
+def run(workdir: str, settings: Settings = Settings(),
+        log: Callable[[str], None] = print) -> Dict[str, Any]:
+  """The whole reproduction: units (in `settings.jobs` processes), then the
+  tables; returns the results record."""
+  settings.check()
+  out = pathlib.Path(workdir)
+  out.mkdir(parents=True, exist_ok=True)
+  start_wall, start_cpu = time.time(), _children_cpu()
+  prepare(out, settings)  # once, before the workers
+  todo = [u for u in units(settings) if not unit_path(out, *u).exists()]
+  jobs = min(settings.jobs, max(len(todo), 1))
+  log(f"{len(units(settings)) - len(todo)} units done, {len(todo)} to run "
+      f"in {jobs} process(es)")
+  if jobs == 1:
+    work(out, settings, 0, 1, log)
+  elif todo:
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "rembert_t5x.experiments.reproduce",
+         f"--workdir={out}", f"--worker={i}"] + _flags(settings))
+             for i in range(jobs)]
+    failed = [i for i, proc in enumerate(procs) if proc.wait() != 0]
+    if failed:
+      raise errors.UserError(
+          f"reproduce: worker(s) {failed} failed (their output is above); "
+          "finished units are kept, rerun the same command to resume")
+  records = [json.loads(unit_path(out, *u).read_text())
+             for u in units(settings)]
+  results = analyse(records, settings)
+  results["timing"] = {"seconds": round(time.time() - start_wall, 1),
+                       "cpu_seconds": round(_children_cpu() - start_cpu, 1),
+                       "jobs": jobs, "units_run": len(todo)}
+  write(out, results)
+  log(f"wrote {out / 'reproduce.md'}")
+  return results
+
+
+def _children_cpu() -> float:
+  """CPU seconds of this process and its finished children."""
+  t = os.times()
+  return t.user + t.system + t.children_user + t.children_system
+
+
+def _flags(settings: Settings) -> List[str]:
+  return [f"--{f.name}={getattr(settings, f.name)}"
+          for f in dataclasses.fields(Settings)]
+
+
+# --------------------------------------------------------------------------
+# Tables and tests
+# --------------------------------------------------------------------------
+
+FAMILIES = {"pair": "accuracy", "tag": "f1", "qa": "f1"}
+REPRODUCED, OPPOSITE = "reproduced", "opposite at this scale"
+NOT_REPRODUCED = "not reproduced at this scale (no significant difference)"
+
+
+def unit_scores(record: Mapping[str, Any], train_language: str
+                ) -> Dict[str, float]:
+  """{family: zero-shot average, "avg": mean over the families} of a unit."""
+  scores = {f: uncertainty.zero_shot_average(
+      {l: m[metric] for l, m in record["families"][f].items()},
+      train_language) for f, metric in FAMILIES.items()}
+  scores["avg"] = float(np.mean([scores[f] for f in FAMILIES]))
+  return scores
+
+
+def direction_verdict(tests: Sequence[Mapping[str, Any]],
+                      alpha: float = uncertainty.ALPHA) -> str:
+  """The verdict on one of the paper's directions from its comparisons
+  (each {"difference", "p_holm"}, candidate − baseline)."""
+  significant = [t for t in tests
+                 if t["p_holm"] is not None and t["p_holm"] < alpha]
+  if any(t["difference"] < 0 for t in significant):
+    return OPPOSITE
+  if tests and len(significant) == len(tests):
+    return REPRODUCED
+  return NOT_REPRODUCED
+
+
+def test_direction(direction: Direction,
+                   values: Mapping[str, Sequence[float]]) -> Dict[str, Any]:
+  """Welch's test of every comparison of `direction` on the per-seed values
+  (`values[variant]`), Holm-corrected over the direction's comparisons."""
+  tests = [dict(baseline=a, candidate=b,
+                **uncertainty.welch_test(values[a], values[b]))
+           for a, b in direction.comparisons]
+  for test, p in zip(tests, uncertainty.holm([t["p"] for t in tests])):
+    test["p_holm"] = p
+  return {"claim": direction.claim, "comparisons": tests,
+          "verdict": direction_verdict(tests)}
+
+
+def _layer_curve(records, key: str, train_language: str,
+                 metric: Optional[str]) -> Dict[str, List[float]]:
+  """{layers: [per-seed zero-shot average]} of a unit's per-layer results
+  (fine-tuned `figure1`, metric given; or `probe` accuracies, metric None)."""
+  curve: Dict[str, List[float]] = {}
+  for r in records:
+    for layers, langs in r.get(key, {}).items():
+      scores = {l: (m[metric] if metric else m) for l, m in langs.items()}
+      curve.setdefault(layers, []).append(
+          uncertainty.zero_shot_average(scores, train_language))
+  return curve
+
+
+def analyse(records: Sequence[Mapping[str, Any]], settings: Settings,
+            train_language: Optional[str] = None) -> Dict[str, Any]:
+  """Tables, per-variant summaries and the direction tests of the units."""
+  from rembert_t5x.data import synthetic  # pylint: disable=g-import-not-at-top
+  train_language = train_language or synthetic.TRAIN_LANGUAGE
+  by_variant: Dict[str, List[Mapping[str, Any]]] = {}
+  for r in records:
+    by_variant.setdefault(r["variant"], []).append(r)
+  variants = {}
+  for name, runs in by_variant.items():
+    runs = sorted(runs, key=lambda r: r["pretrain_seed"])
+    per_seed = [unit_scores(r, train_language) for r in runs]
+    variants[name] = {
+        "params": runs[0]["params"],
+        "config": VARIANTS.get(name, {}),
+        "seeds": [r["pretrain_seed"] for r in runs],
+        "values": {k: [s[k] for s in per_seed] for k in per_seed[0]},
+        "mean_std": {k: list(uncertainty.mean_std([s[k] for s in per_seed]))
+                     for k in per_seed[0]},
+        "mlm_accuracy": list(uncertainty.mean_std(
+            [r["mlm"].get("mlm/accuracy", float("nan")) for r in runs])),
+    }
+    fig = _layer_curve(runs, "figure1", train_language, FAMILIES[FIGURE1_FAMILY])
+    if fig:
+      num_layers = str(max(int(k) for k in fig) + 1)
+      fig[num_layers] = variants[name]["values"][FIGURE1_FAMILY]
+      variants[name]["figure1"] = fig
+    probe = _layer_curve(runs, "probe", train_language, None)
+    if probe:
+      variants[name]["probe"] = probe
+  tables = {}
+  for key, table in TABLES.items():
+    if all(v in variants for v in table.rows):
+      tables[key] = test_direction(
+          table.direction, {v: variants[v]["values"]["avg"] for v in variants})
+  figure1 = None
+  curves = {v: variants[v]["figure1"] for v in FIGURE1_VARIANTS
+            if "figure1" in variants.get(v, {})}
+  if len(curves) == len(FIGURE1_VARIANTS):
+    # Paper Figure 1: dropping the last layer costs more as E_out grows.
+    costs = {}
+    for v, curve in curves.items():
+      full, dropped = max(curve, key=int), str(max(int(k) for k in curve) - 1)
+      costs[v] = [a - b for a, b in zip(curve[full], curve[dropped])]
+    figure1 = test_direction(
+        Direction("dropping the last layer costs more as E_out grows",
+                  ((FIGURE1_VARIANTS[0], FIGURE1_VARIANTS[-1]),)), costs)
+    figure1["drop_cost"] = {v: list(uncertainty.mean_std(c))
+                            for v, c in costs.items()}
+  return {"settings": dataclasses.asdict(settings),
+          "train_language": train_language, "variants": variants,
+          "tests": tables, "figure1": figure1, "units": list(records)}
+
+
+def _pm(pair) -> str:
+  return f"{pair[0]:.1f} ± {pair[1]:.1f}"
+
+
+def _config_cells(name: str, params: Mapping[str, int]) -> List[str]:
+  c = variant_config(name)
+  return [f"{c.input_embed_dim}", f"{c.output_embed_dim}"
+          + (" (tied)" if c.tie_embeddings else ""),
+          f"{c.emb_dim}", f"{c.num_layers}",
+          f"{params['pretraining_params'] / 1e3:.0f}k",
+          f"{params['finetuning_params'] / 1e3:.0f}k"]
+
+
+def markdown(results: Mapping[str, Any]) -> str:
+  """The paper-style tables, the direction tests and the analyses."""
+  s, v = results["settings"], results["variants"]
+  n = s["seeds"]
+  lines = []
+  for key, table in TABLES.items():
+    if key not in results["tests"]:
+      continue
+    lines += [f"### {table.title}", "",
+              "| model | E_in | E_out | H | layers | PT params | FT params | "
+              "pair (acc) | tag (F1) | QA (F1) | avg |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name in table.rows:
+      cells = _config_cells(name, v[name]["params"]) + [
+          _pm(v[name]["mean_std"][k]) for k in list(FAMILIES) + ["avg"]]
+      lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    test = results["tests"][key]
+    lines += ["", f"Paper: {table.paper}. Direction tested: "
+              f"**{test['claim']}** — **{test['verdict']}**.", ""]
+    for t in test["comparisons"]:
+      p = "" if t["p_holm"] is None else f"{t['p_holm']:.3f}"
+      ci = ("" if t["low"] is None else
+            f" [{t['low']:+.1f}, {t['high']:+.1f}]")
+      lines.append(f"- {t['candidate']} − {t['baseline']}: avg "
+                   f"{t['difference']:+.1f}{ci}, p (Welch, Holm) = {p}")
+    lines.append("")
+  if results.get("figure1"):
+    f1 = results["figure1"]
+    lines += ["### Figure 1 analog: fine-tuning the first l layers only "
+              f"({FIGURE1_FAMILY}, zero-shot F1)", "",
+              "| model | " + " | ".join(
+                  f"{l} layer(s)" for l in sorted(
+                      v[FIGURE1_VARIANTS[0]]["figure1"], key=int))
+              + " | cost of dropping the last layer |",
+              "|---|" + "---|" * (len(v[FIGURE1_VARIANTS[0]]["figure1"]) + 1)]
+    for name in FIGURE1_VARIANTS:
+      curve = v[name]["figure1"]
+      lines.append(f"| {name} | " + " | ".join(
+          _pm(uncertainty.mean_std(curve[l])) for l in sorted(curve, key=int))
+          + f" | {_pm(f1['drop_cost'][name])} |")
+    t = f1["comparisons"][0]
+    p = "n/a" if t["p"] is None else f"{t['p']:.3f}"
+    lines += ["", f"Paper: with E_out = 128 the last layers can go, with "
+              f"3072 every layer is useful. Tested: **{f1['claim']}** "
+              f"({t['candidate']} − {t['baseline']} {t['difference']:+.1f}, "
+              f"p = {p}) — **{f1['verdict']}**.", ""]
+  probes = {name: v[name]["probe"] for name in FIGURE1_VARIANTS
+            if "probe" in v.get(name, {})}
+  if probes:
+    layers = sorted(next(iter(probes.values())), key=int)
+    lines += ["### Linear probes of the frozen pre-trained layers "
+              "(entity tags, token accuracy, zero-shot average)", "",
+              "| model | " + " | ".join(f"layer {l}" for l in layers) + " |",
+              "|---|" + "---|" * len(layers)]
+    for name, curve in probes.items():
+      lines.append(f"| {name} | " + " | ".join(
+          _pm(uncertainty.mean_std(curve[l])) for l in layers) + " |")
+    lines.append("")
+  lines.append(
+      f"Mean ± std over {n} pre-training seeds (one fine-tuning run each); "
+      "scores are zero-shot averages over the 11 languages other than the "
+      f"training one ({results['train_language']}), {s['eval_examples']} dev "
+      "examples each; avg = mean of the three tasks. p: Welch's t-test over "
+      "pre-training seeds on avg, Holm-corrected over the direction's "
+      f"comparisons; a direction is reproduced only if every comparison has "
+      f"p < {uncertainty.ALPHA} in the paper's direction.")
+  return "\n".join(lines)
+
+
+def plot(results: Mapping[str, Any], path: pathlib.Path) -> None:
+  """One panel per table (avg per variant, mean ± std, seeds as dots) and
+  the Figure 1 analog."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  v = results["variants"]
+  keys = [k for k in TABLES if k in results["tests"]]
+  panels = len(keys) + bool(results.get("figure1"))
+  fig, axes = plt.subplots(1, panels, figsize=(4.2 * panels, 3.8),
+                           squeeze=False)
+  for ax, key in zip(axes[0], keys):
+    rows = TABLES[key].rows
+    means = [v[r]["mean_std"]["avg"][0] for r in rows]
+    stds = [v[r]["mean_std"]["avg"][1] for r in rows]
+    ax.bar(range(len(rows)), means, yerr=stds, capsize=4, color="#8fb3d9")
+    for i, r in enumerate(rows):
+      ax.plot([i] * len(v[r]["values"]["avg"]), v[r]["values"]["avg"], "k.")
+    ax.set_xticks(range(len(rows)))
+    ax.set_xticklabels(rows, rotation=30, ha="right", fontsize=8)
+    ax.set_ylim(min(means) - 3 * max(stds + [1]), max(means) + 3 * max(stds + [1]))
+    ax.set_title(f"{key}: {results['tests'][key]['verdict'].split(' (')[0]}",
+                 fontsize=9)
+    ax.set_ylabel("zero-shot avg of pair/tag/QA")
+  if results.get("figure1"):
+    ax = axes[0][-1]
+    for name in FIGURE1_VARIANTS:
+      curve = v[name]["figure1"]
+      layers = sorted(curve, key=int)
+      ms = [uncertainty.mean_std(curve[l]) for l in layers]
+      ax.errorbar([int(l) for l in layers], [m for m, _ in ms],
+                  yerr=[s for _, s in ms], marker="o", capsize=3, label=name)
+    ax.set_xlabel("layers kept")
+    ax.set_ylabel(f"{FIGURE1_FAMILY} zero-shot F1")
+    ax.set_title("Figure 1 analog", fontsize=9)
+    ax.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+
+
+def write(out: pathlib.Path, results: Mapping[str, Any]) -> None:
+  io_utils.atomic_write_json(out / "reproduce.json", results, indent=1)
+  timing = results.get("timing", {})
+  header = (f"# Small-scale reproduction of the paper's ablations\n\n"
+            f"{timing.get('seconds', '?')} s wall, "
+            f"{timing.get('cpu_seconds', '?')} s CPU, "
+            f"{timing.get('jobs', '?')} worker process(es), "
+            f"{timing.get('units_run', '?')} unit(s) run by this call.\n\n")
+  io_utils.atomic_write_text(out / "reproduce.md", header + markdown(results))
+  plot(results, out / "reproduce.png")
+
+
+# --------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------
+
+_DEFINE_BY_TYPE = {int: flags.DEFINE_integer, float: flags.DEFINE_float,
+                   bool: flags.DEFINE_bool}
+
+
+def _define_flags(fv: flags.FlagValues) -> None:
+  flags.DEFINE_string("workdir", None, "output directory", flag_values=fv,
+                      required=True)
+  flags.DEFINE_integer("worker", None, "internal: run as worker i of --jobs",
+                       flag_values=fv)
+  for field in dataclasses.fields(Settings):
+    _DEFINE_BY_TYPE[type(field.default)](
+        field.name, field.default, f"default {field.default}", flag_values=fv)
+
+
+def _settings(fv: flags.FlagValues) -> Settings:
+  return Settings(**{f.name: fv[f.name].value
+                     for f in dataclasses.fields(Settings)})
+
+
+def main(argv=None) -> None:
+  def run_command(fv):
+    settings = _settings(fv)
+    if fv.worker is not None:
+      _pin(fv.worker)
+      start = time.time()
+      work(pathlib.Path(fv.workdir), settings, fv.worker, settings.jobs,
+           log=lambda m: print(f"[worker {fv.worker} {time.time() - start:5.0f}s]"
+                               f" {m}", flush=True))
+      return None
+    return run(fv.workdir, settings)
+  results = cli.run_main(run_command, argv, _define_flags, doc=__doc__)
+  if results is not None:
+    print(markdown(results))
+    print(json.dumps(results["timing"]))
+
+
+if __name__ == "__main__":
+  main()
