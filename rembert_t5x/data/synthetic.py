@@ -58,6 +58,7 @@ Files written by `generate(workdir, ...)` (all UTF-8, "\\n" line ends):
 """
 
 import dataclasses
+import functools
 import json
 import os
 import random
@@ -195,10 +196,20 @@ def lexicon(code: str) -> Dict[str, str]:
     Dict from concept key (e.g. "verb:buy", "fn:plural") to surface string;
     anchors map to their shared spelling.
   """
+  return dict(_lexicon(code))
+
+
+@functools.lru_cache(maxsize=None)
+def _lexicon(code: str) -> Dict[str, str]:
   spec = LANGUAGE_BY_CODE[code]
   consonants, vowels, cased = _SCRIPTS[spec.script]
   rng = random.Random(f"lexicon-{code}")
   taken = set(ANCHOR_WORDS)
+  # Languages in one script share no words (only the anchors): each avoids
+  # the words of the languages before it in `LANGUAGES`.
+  for other in LANGUAGES[:LANGUAGES.index(spec)]:
+    if other.script == spec.script:
+      taken.update(_lexicon(other.code).values())
   words = {}
   keys = (GIVEN + FAMILY + PLACES + PLACE_TYPES + ORGS + ORG_TYPES +
           THING_VERBS + SOCIAL_VERBS + NOUNS + ADJECTIVES + FUNCTION_WORDS)
