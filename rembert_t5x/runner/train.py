@@ -210,7 +210,10 @@ def train(
   inputs.check_task_vocabulary(model, mixture_or_task_name)
   inputs.save_task_vocabulary(out_dir, mixture_or_task_name)
   rules = train_lib.default_rules()
-  mesh = train_lib.make_mesh(mesh_shape)
+  try:
+    mesh = train_lib.make_mesh(mesh_shape)
+  except ValueError as e:
+    raise errors.UserError(f"train.{e}") from e
   if batch_size // grad_accum_steps % mesh.shape["data"]:
     raise errors.UserError(f"micro batch {batch_size // grad_accum_steps} is not "
                         f"divisible by the data axis {mesh.shape['data']}")
