@@ -9,6 +9,7 @@ import pytest
 import seqio
 import tensorflow as tf
 
+from rembert_t5x import errors
 from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x.data import inputs
@@ -74,12 +75,13 @@ def test_missing_or_foreign_state_is_none_with_a_warning(task, tmp_path,
     assert input_checkpoints.restore(make, tmp_path, 4) is None
   assert "no input iterator state of step 4" in caplog.text
   assert "skipping the 4 consumed batches instead" in caplog.text
-  # The state of another pipeline (batch 2 instead of 4) does not restore.
-  other = inputs.make_dataset(
-      models.RemBertMLMModel(network.RemBertForMaskedLM(
-          test_utils.TINY_CONFIG)), task, LENGTHS, 2, "train", 0, False)
-  next(other)
-  assert input_checkpoints.save(other, tmp_path, 4)
+  # The state of another pipeline does not restore: here one said to have
+  # been built skipping a batch (a SkipDataset that this state lacks).
+  data = make()
+  next(data)
+  assert input_checkpoints.save(data, tmp_path, 4)
+  (input_checkpoints.state_dir(tmp_path, 4) / "pipeline.json").write_text(
+      '{"skip_batches": 1}')
   caplog.clear()
   with caplog.at_level(logging.WARNING):
     assert input_checkpoints.restore(make, tmp_path, 4) is None
@@ -103,10 +105,10 @@ def test_a_killed_save_is_never_read_and_is_pruned(task, tmp_path):
       "4", "6"]
 
 
-def test_a_pipeline_tf_data_cannot_save_warns_and_writes_nothing(
+def test_a_pipeline_tf_data_cannot_save_is_reported_and_writes_nothing(
     tmp_path, caplog):
   """Python generators (the XTREME readers, QA windows) hold state outside
-  tf.data: `save` says so once and the runner resumes by skipping."""
+  tf.data: `save` says so (INFO) and the runner resumes by skipping."""
 
   def dataset_fn(split, shuffle_files, seed=0):
     del split, shuffle_files, seed
@@ -134,7 +136,16 @@ def test_a_pipeline_tf_data_cannot_save_warns_and_writes_nothing(
           for k in ("input_tokens", "token_types", "targets", "weights")})
   data = _make(name)()
   next(data)
-  with caplog.at_level(logging.WARNING):
+  with caplog.at_level(logging.INFO):
     assert not input_checkpoints.save(data, tmp_path, 2)
   assert "cannot be checkpointed" in caplog.text
   assert not list((tmp_path / "input_iterator").iterdir())
+
+
+def test_a_state_that_cannot_be_written_is_one_user_error(task, tmp_path):
+  data = _make(task)()
+  next(data)
+  (tmp_path / "input_iterator").write_text("a file where the folder goes")
+  with pytest.raises(errors.UserError, match=(
+      r"input iterator state .*input_iterator/2: cannot write it: ")):
+    input_checkpoints.save(data, tmp_path, 2)

@@ -14,9 +14,14 @@ committed step then has its state unless the process died between the two
 saves or someone deleted it; for such a step `train.train` falls back to the
 deterministic skip, with a warning. States of steps orbax does not hold
 (deleted by `keep_checkpoints`, or of a save killed before its commit) are
-deleted after every save.
+deleted after every save. A state a machine crash left unreadable (tf.data
+does not fsync) falls back the same way.
 
-One host: the runner reads the whole batch on one process.
+tf.data checks only the pipeline's structure: a state restores into a
+pipeline changed in a constant (another batch size, seed or task of the same
+shape) and continues from its position, as under T5X; the runner's resume
+assumes an unchanged run file. One host: the runner reads the whole batch on
+one process.
 """
 
 import json
@@ -28,6 +33,7 @@ from typing import Callable, Iterable, Optional
 from absl import logging
 import tensorflow as tf
 
+from rembert_t5x import errors
 from rembert_t5x.data import inputs
 
 DIRECTORY = "input_iterator"
@@ -45,15 +51,22 @@ def state_dir(model_dir: pathlib.Path, step: int) -> pathlib.Path:
 
 def save(iterator: inputs.InputIterator, model_dir: pathlib.Path,
          step: int) -> bool:
-  """Writes the iterator's state of `step`; False if the pipeline cannot be
-  saved (a Python generator or `tf.numpy_function` in it: the XTREME readers,
-  QA windows), with a warning; resumes of such a run skip instead.
+  """Writes the iterator's state of `step`.
+
+  Returns False if the pipeline cannot be saved (a Python generator or
+  `tf.numpy_function` in it: the XTREME readers, QA windows); resumes of
+  such a run skip instead. Logged at INFO (`train.train` stops trying after
+  the first failure): every fine-tuning run on the XTREME readers would
+  otherwise warn, and skipping its few epochs of data is cheap.
+
+  Raises:
+    errors.UserError: the state cannot be written (full disk, permissions).
   """
   final = state_dir(model_dir, step)
   temporary = final.with_name(f"{step}.tmp-{os.getpid()}")
   shutil.rmtree(temporary, ignore_errors=True)
-  temporary.mkdir(parents=True)
   try:
+    temporary.mkdir(parents=True)
     iterator.save(str(temporary / _PREFIX))
     # The pipeline to restore it into (`InputIterator`): one that skipped
     # as many batches when it was built, if this run resumed by skipping.
@@ -61,12 +74,16 @@ def save(iterator: inputs.InputIterator, model_dir: pathlib.Path,
         json.dumps({"skip_batches": iterator.skip_batches}))
   except tf.errors.FailedPreconditionError as e:
     shutil.rmtree(temporary, ignore_errors=True)
-    logging.warning(
+    logging.info(
         "the input pipeline cannot be checkpointed (%s); resumes of this run "
         "will skip the consumed batches instead (train."
         "checkpoint_input_iterator=False avoids the attempt)",
         str(e).strip().splitlines()[-1])
     return False
+  except (OSError, tf.errors.OpError) as e:
+    shutil.rmtree(temporary, ignore_errors=True)
+    raise errors.UserError(f"input iterator state {final}: cannot write it: "
+                           f"{errors.first_line(e)}") from e
   # A state left by a save whose orbax step never committed.
   shutil.rmtree(final, ignore_errors=True)
   os.replace(temporary, final)
