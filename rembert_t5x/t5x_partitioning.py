@@ -4,8 +4,9 @@ T5X's `PjitPartitioner` builds its mesh from the hardware topology. On CPU
 (including simulated devices, `XLA_FLAGS=--xla_force_host_platform_device_count=N`)
 that mesh is always (processes, local devices): `num_partitions` is ignored,
 and an explicit `ici_mesh_shape` fails. `explicit_mesh_partitioner` returns a
-`PjitPartitioner` whose mesh is simply the devices reshaped to
-`(data, model)`, so model parallelism can be exercised on any backend:
+`PjitPartitioner` whose mesh is `jax.make_mesh((data, model))` over all
+devices, so model parallelism can be exercised on any backend (the local
+runner's `train_lib.make_mesh` builds the same mesh):
 
   # gin (see gin_configs/runs/t5x_cpu_model_parallel.gin)
   train_script.train.partitioner = @t5x_partitioning.explicit_mesh_partitioner()
