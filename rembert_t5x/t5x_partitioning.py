@@ -4,8 +4,9 @@ T5X's `PjitPartitioner` builds its mesh from the hardware topology. On CPU
 (including simulated devices, `XLA_FLAGS=--xla_force_host_platform_device_count=N`)
 that mesh is always (processes, local devices): `num_partitions` is ignored,
 and an explicit `ici_mesh_shape` fails. `explicit_mesh_partitioner` returns a
-`PjitPartitioner` whose mesh is simply the devices reshaped to
-`(data, model)`, so model parallelism can be exercised on any backend:
+`PjitPartitioner` whose mesh is `jax.make_mesh((data, model))` over all
+devices, so model parallelism can be exercised on any backend (the local
+runner's `train_lib.make_mesh` builds the same mesh):
 
   # gin (see gin_configs/runs/t5x_cpu_model_parallel.gin)
   train_script.train.partitioner = @t5x_partitioning.explicit_mesh_partitioner()
@@ -20,8 +21,8 @@ from typing import Any, Optional, Sequence, Tuple
 
 from absl import logging
 import jax
+from jax.sharding import AxisType
 from jax.sharding import Mesh
-import numpy as np
 
 MESH_AXES = ("data", "model")
 
@@ -30,10 +31,16 @@ def explicit_mesh(model_parallelism: int = 1,
                   devices: Optional[Sequence[Any]] = None) -> Mesh:
   """All devices as a `(data, model)` mesh with `model_parallelism` columns.
 
+  Built by `jax.make_mesh`, which orders the devices for the hardware: on TPU
+  along the physical torus (as T5X's own mesh does), on GPU by device id, on
+  CPU as given. Its axes are `Auto`, as `jax.sharding.Mesh`'s are, not
+  `jax.make_mesh`'s default `Explicit`: shardings come from the logical axis
+  rules, as under T5X, not from the array types.
+
   Args:
     model_parallelism: size of the "model" mesh axis; must divide the number
       of devices. The "data" axis takes the rest.
-    devices: devices to use (default: `jax.devices()`), in mesh order.
+    devices: devices to use (default: `jax.devices()`).
 
   Returns:
     A `jax.sharding.Mesh` with axis names ("data", "model").
@@ -47,10 +54,9 @@ def explicit_mesh(model_parallelism: int = 1,
         f"model_parallelism={model_parallelism} must divide the number of "
         f"devices ({len(devices)}); on CPU simulate more with "
         "XLA_FLAGS=--xla_force_host_platform_device_count=N")
-  grid = np.empty(len(devices), dtype=object)
-  grid[:] = devices
-  grid = grid.reshape(len(devices) // model_parallelism, model_parallelism)
-  return Mesh(grid, MESH_AXES)
+  return jax.make_mesh(
+      (len(devices) // model_parallelism, model_parallelism), MESH_AXES,
+      axis_types=(AxisType.Auto,) * len(MESH_AXES), devices=devices)
 
 
 @functools.lru_cache(maxsize=None)

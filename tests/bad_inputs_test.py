@@ -222,6 +222,17 @@ def test_batch_not_divisible_by_accumulation(run_gin, tmp_path, capsys):
   assert "batch_size 8 is not divisible by grad_accum_steps 3" in err
 
 
+@pytest.mark.parametrize("shape,message", [
+    ("(2, 16)", "train.mesh_shape (2, 16) needs 32 devices; "),
+    ("(-1, -1)", "train.mesh_shape: at most one of (data, model) may be -1"),
+    ("(0, 1)", "train.mesh_shape (0, 1): sizes must be >= 1"),
+])
+def test_impossible_mesh_shape(run_gin, tmp_path, capsys, shape, message):
+  err = _train_error(run_gin, tmp_path / "m", capsys,
+                     f"--gin.train.train.mesh_shape={shape}")
+  assert message in err
+
+
 def test_task_vocabulary_larger_than_the_model(run_gin, tmp_path, capsys):
   test_utils.register_random_mlm_task("test_big_vocab_mlm", vocab_size=200)
   err = _train_error(run_gin, tmp_path / "m", capsys,

@@ -9,8 +9,10 @@ the pipeline pre-training uses.
 """
 
 import json
+import logging
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -26,6 +28,7 @@ from rembert_t5x.data import inputs
 from rembert_t5x.data import vocabulary
 from rembert_t5x.runner import checkpoints
 from rembert_t5x.runner import cli
+from rembert_t5x.runner import input_checkpoints
 from rembert_t5x.runner import train
 from tests import test_utils
 
@@ -112,6 +115,11 @@ def _checkpoint_names(model_dir):
   return sorted(p.name for p in (pathlib.Path(model_dir) / "checkpoints").iterdir())
 
 
+def _iterator_names(model_dir):
+  return sorted(p.name for p in (pathlib.Path(model_dir) /
+                                 input_checkpoints.DIRECTORY).iterdir())
+
+
 def _run_in_process(setup, model_dir, capsys):
   capsys.readouterr()
   train.main(cli.parse_gin_args([f"--gin_file={setup / 'run.gin'}",
@@ -119,13 +127,38 @@ def _run_in_process(setup, model_dir, capsys):
   return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 
+def _train_in_process(setup, model_dir):
+  configs.parse_gin([str(setup / "run.gin")], [f"MODEL_DIR = '{model_dir}'"])
+  return train.train()
+
+
+@pytest.fixture(scope="module")
+def reference(setup, tmp_path_factory):
+  """The uninterrupted run: (its MODEL_DIR, its metrics)."""
+  sys.path.insert(0, str(setup))
+  try:
+    model_dir = tmp_path_factory.mktemp("reference")
+    _train_in_process(setup, model_dir)
+  finally:
+    sys.path.remove(str(setup))
+  records = _metrics(model_dir)
+  assert [r["step"] for r in records] == list(range(1, STEPS + 1))
+  return model_dir, records
+
+
+def _assert_same_metrics(records, reference, steps):
+  assert [r["step"] for r in records] == list(steps)
+  for got in records:
+    want = reference[got["step"] - 1]
+    for key in ("loss", "grad_norm", "learning_rate", "mlm/accuracy"):
+      np.testing.assert_allclose(got[key], want[key], rtol=0, atol=1e-6,
+                                 err_msg=f"step {got['step']} {key}")
+
+
 def test_killed_runs_resume_to_the_losses_of_an_uninterrupted_run(
-    setup, tmp_path, monkeypatch, capsys):
+    setup, reference, tmp_path, monkeypatch, capsys):
   monkeypatch.syspath_prepend(str(setup))
-  reference_dir = tmp_path / "reference"
-  _run_in_process(setup, reference_dir, capsys)
-  reference = _metrics(reference_dir)
-  assert [r["step"] for r in reference] == list(range(1, STEPS + 1))
+  _, reference = reference
 
   model_dir = tmp_path / "crashy"
   # 1. Killed inside the save of step 8: files written, rename not done.
@@ -136,24 +169,74 @@ def test_killed_runs_resume_to_the_losses_of_an_uninterrupted_run(
   assert any(n.startswith("8.") for n in names), names  # the killed temporary
   assert checkpoints.latest_checkpoint_dir(str(model_dir)).name == "4"
   assert [r["step"] for r in _metrics(model_dir)] == list(range(1, 9))
+  # The iterator of step 8 was saved before orbax's save was killed.
+  assert _iterator_names(model_dir) == ["4", "8"]
 
   # 2. Restarted, then killed after the update of step 10 (never logged).
   result = _run_subprocess(setup, model_dir, crash_at="step:10")
   assert result.returncode == -9, result.stderr[-2000:]
+  # Restored, not skipped: the fallback's warnings reach stderr.
+  assert "input iterator state" not in result.stderr, result.stderr[-2000:]
   assert checkpoints.latest_checkpoint_dir(str(model_dir)).name == "8"
   assert [r["step"] for r in _metrics(model_dir)] == list(range(1, 10))
+  # Step 8's stale state was deleted, then written again by this run.
+  assert _iterator_names(model_dir) == ["4", "8"]
 
   # 3. Restarted with the same command (in this process, to save a start-up):
   # runs to the end.
   final = _run_in_process(setup, model_dir, capsys)
-  records = _metrics(model_dir)
-  assert [r["step"] for r in records] == list(range(1, STEPS + 1))
-  for got, want in zip(records, reference):
-    for key in ("loss", "grad_norm", "learning_rate", "mlm/accuracy"):
-      np.testing.assert_allclose(got[key], want[key], rtol=0, atol=1e-6,
-                                 err_msg=f"step {got['step']} {key}")
+  _assert_same_metrics(_metrics(model_dir), reference, range(1, STEPS + 1))
   np.testing.assert_allclose(final["loss"], reference[-1]["loss"], atol=1e-6)
   assert checkpoints.latest_checkpoint_dir(str(model_dir)).name == str(STEPS)
+  # keep_checkpoints = 2: the iterator states follow orbax's deletions.
+  assert _checkpoint_names(model_dir) == _iterator_names(model_dir) == [
+      "12", "8"]
+
+
+def _resume_from_step_8(setup, reference, model_dir, monkeypatch,
+                        keep_state=True):
+  """Resumes a copy of the reference run whose step-12 save never happened
+  (and without the iterator state of step 8 unless `keep_state`); returns
+  the `skip_batches` of every pipeline the resumed run built."""
+  shutil.copytree(reference[0], model_dir)
+  shutil.rmtree(model_dir / "checkpoints" / "12")
+  for step in ("12",) if keep_state else ("12", "8"):
+    shutil.rmtree(input_checkpoints.state_dir(model_dir, int(step)))
+  built = []
+  make_dataset = inputs.make_dataset
+
+  def recording_make_dataset(*args, **kwargs):
+    data = make_dataset(*args, **kwargs)
+    built.append(data.skip_batches)
+    return data
+
+  monkeypatch.setattr(inputs, "make_dataset", recording_make_dataset)
+  monkeypatch.syspath_prepend(str(setup))
+  _train_in_process(setup, model_dir)
+  _assert_same_metrics(_metrics(model_dir), reference[1], range(1, STEPS + 1))
+  return built
+
+
+def test_resume_restores_the_iterator_and_reads_no_batch_again(
+    setup, reference, tmp_path, monkeypatch, caplog):
+  """The one pipeline the resumed run built skipped nothing, yet steps 9-12
+  saw the reference's batches 9-12: they came from the restored state, not
+  from reading batches 1-8 again."""
+  with caplog.at_level(logging.INFO):
+    built = _resume_from_step_8(setup, reference, tmp_path / "m", monkeypatch)
+  assert built == [0]
+  assert "Restored the input iterator of step 8" in caplog.text
+
+
+def test_resume_without_the_iterator_state_skips_with_a_warning(
+    setup, reference, tmp_path, monkeypatch, caplog):
+  """An old checkpoint, or a deleted state: the pipeline skips the 8
+  consumed batches (reading them again) and the run ends the same."""
+  with caplog.at_level(logging.WARNING):
+    built = _resume_from_step_8(setup, reference, tmp_path / "m", monkeypatch,
+                                keep_state=False)
+  assert built == [8]
+  assert "no input iterator state of step 8" in caplog.text
 
 
 def test_packed_mixture_pipeline_skips_deterministically(setup, monkeypatch):

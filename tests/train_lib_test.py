@@ -41,6 +41,55 @@ def test_optimizer_matches_optax_reference_over_steps():
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
 
 
+def _hand_built_mesh(data, model, devices):
+  """The mesh builder `jax.make_mesh` replaced: devices in order, reshaped."""
+  return jax.sharding.Mesh(
+      np.asarray(devices[: data * model]).reshape(data, model),
+      ("data", "model"))
+
+
+@pytest.mark.parametrize("shape,expected", [
+    ((-1, 1), (8, 1)), ((-1, 2), (4, 2)), ((2, -1), (2, 4)), ((1, 8), (1, 8)),
+    ((2, 2), (2, 2)), ((-1, 3), (2, 3)), ((3, 1), (3, 1))])
+def test_make_mesh_is_the_hand_built_mesh(shape, expected):
+  """`jax.make_mesh` gives the mesh the old reshape gave (8 CPU devices):
+  shape, axis names, Auto axes and the devices in the same order; -1 still
+  takes as many of the remaining devices as fit."""
+  if jax.device_count() != 8:
+    pytest.skip("needs the 8 simulated devices of tests/conftest.py")
+  mesh = train_lib.make_mesh(shape)
+  old = _hand_built_mesh(*expected, jax.devices())
+  assert mesh.axis_names == old.axis_names == ("data", "model")
+  assert mesh.devices.shape == old.devices.shape == expected
+  assert mesh.axis_types == old.axis_types == (
+      jax.sharding.AxisType.Auto,) * 2
+  # On CPU jax.make_mesh keeps the given order (it reorders TPUs by their
+  # torus and GPUs by id), so the meshes are equal, not just the same set.
+  assert [d.id for d in mesh.devices.flat] == [d.id for d in old.devices.flat]
+  assert mesh == old
+
+
+@pytest.mark.parametrize("shape,message", [
+    ((16, 1), r"mesh_shape \(16, 1\) needs 16 devices; 8 are available"),
+    ((-1, 16), r"mesh_shape \(-1, 16\) needs 16 devices"),
+    ((-1, -1), "at most one of"),
+    ((0, 2), ">= 1"),
+    ((4,), "expected \\(data, model\\)")])
+def test_make_mesh_refuses_impossible_shapes(shape, message):
+  if jax.device_count() != 8:
+    pytest.skip("needs the 8 simulated devices of tests/conftest.py")
+  with pytest.raises(ValueError, match=message):
+    train_lib.make_mesh(shape)
+
+
+def test_make_mesh_uses_the_devices_given():
+  if jax.device_count() < 4:
+    pytest.skip("needs 4 devices (tests/conftest.py simulates 8)")
+  devices = jax.devices()[::-1][:4]
+  mesh = train_lib.make_mesh((-1, 2), devices=devices)
+  assert mesh == _hand_built_mesh(2, 2, devices)
+
+
 def test_adam_moments_are_sharded_like_their_params():
   """Not replicated: that would put two float32 copies of the model on every
   device (XLA replicates the zeros `tx.init` makes unless told otherwise)."""

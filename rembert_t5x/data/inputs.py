@@ -3,15 +3,16 @@
 What the local runner, evaluation, the analyses and T5X inference share:
 importing the task module, looking a task up, checking its vocabulary
 against the model, and the deterministic batched pipeline through the
-model's feature converter (`make_dataset`; resume skips the batches the
-restored steps consumed). Data errors become `errors.UserError` naming the
-task and the step.
+model's feature converter (`make_dataset`, an `InputIterator` whose position
+can be saved and restored, or skipped to). Data errors become
+`errors.UserError` naming the task and the step.
 """
 
 import importlib
 import pathlib
 from typing import Optional
 
+import numpy as np
 import seqio
 import tensorflow as tf
 
@@ -43,15 +44,60 @@ def get_task_or_mixture(name: str):
         f"{close or known[:8]} ...") from e
 
 
+class InputIterator:
+  """Numpy batches from a tf.data pipeline whose position can be saved.
+
+  `save` writes the iterator's state with `tf.train.Checkpoint`, as T5X's
+  `SaveCheckpointConfig.save_dataset` does: the file readers' offsets, the
+  shuffle buffers' contents, the mixture sampler's RNG state, the prefetched
+  batches. An iterator of the same pipeline that `restore`s it yields what
+  the saved one would have yielded next, without reading the consumed
+  batches again. The same pipeline: tf.data restores a state only into the
+  dataset graph that saved it, so one built with `skip_batches=k` restores
+  only into one built with `skip_batches=k` (its `skip_batches`).
+  """
+
+  def __init__(self, dataset: tf.data.Dataset, skip_batches: int = 0):
+    self.skip_batches = skip_batches
+    self._iterator = iter(dataset)
+    self._checkpoint = tf.train.Checkpoint(iterator=self._iterator)
+
+  def __iter__(self) -> "InputIterator":
+    return self
+
+  def __next__(self) -> dict[str, np.ndarray]:
+    return tf.nest.map_structure(lambda t: t.numpy(), next(self._iterator))
+
+  def save(self, prefix: str) -> None:
+    """Writes the state to files `prefix.*`.
+
+    Raises:
+      tf.errors.FailedPreconditionError: the pipeline holds state tf.data
+        cannot save (a Python generator, `tf.numpy_function`).
+    """
+    self._checkpoint.write(prefix)
+
+  def restore(self, prefix: str) -> None:
+    """Reads a state `save` wrote for the same pipeline.
+
+    Raises:
+      tf.errors.OpError or AssertionError: missing, unreadable, or of
+        another pipeline.
+    """
+    self._checkpoint.read(prefix).assert_consumed()
+
+
 def make_dataset(model, task_name: str, task_feature_lengths, batch_size: int,
                  split: str, seed: int, pack: bool, skip_batches: int = 0,
-                 shuffle: bool = True, num_epochs: Optional[int] = None):
+                 shuffle: bool = True,
+                 num_epochs: Optional[int] = None) -> InputIterator:
   """A deterministic, batched numpy iterator over the task's model features.
 
   The same arguments give the same batches in the same order (seeded
   shuffling, masking and mixture sampling; tf.data keeps element order),
   so `skip_batches=k` yields exactly what an uninterrupted pipeline yields
-  after its first k batches.
+  after its first k batches (by reading those k batches again; restoring a
+  saved `InputIterator` does not).
   """
   task = get_task_or_mixture(task_name)
   converter = model.FEATURE_CONVERTER_CLS(pack=pack)
@@ -70,7 +116,7 @@ def make_dataset(model, task_name: str, task_feature_lengths, batch_size: int,
   options = tf.data.Options()
   options.deterministic = True  # never trade element order for speed
   ds = ds.with_options(options)
-  return ds.prefetch(2).as_numpy_iterator()
+  return InputIterator(ds.prefetch(2), skip_batches)
 
 
 def _first_line(e: BaseException) -> str:

@@ -20,6 +20,7 @@ import optax
 from rembert_t5x import models
 from rembert_t5x import optimizer
 from rembert_t5x import partitioning
+from rembert_t5x import t5x_partitioning
 
 PyTree = Any
 P = jax.sharding.PartitionSpec
@@ -54,20 +55,34 @@ def make_optimizer(
 
 def make_mesh(mesh_shape: Sequence[int] = (-1, 1),
               devices: Optional[Sequence[Any]] = None) -> jax.sharding.Mesh:
-  """A ("data", "model") mesh over local devices; -1 takes the rest."""
+  """A ("data", "model") mesh over local devices; -1 takes the rest.
+
+  The rest is as many as fit: (-1, 3) over 8 devices is a 2 x 3 mesh over
+  the first 6. Built by `t5x_partitioning.explicit_mesh` (`jax.make_mesh`),
+  the mesh of the T5X path.
+
+  Raises:
+    ValueError: a shape that is not two sizes, both -1, a size below 1
+      (other than -1), or more devices than there are.
+  """
   devices = list(devices if devices is not None else jax.devices())
-  data, model = mesh_shape
+  shape = tuple(mesh_shape)
+  if len(shape) != 2:
+    raise ValueError(f"mesh_shape {shape}: expected (data, model)")
+  data, model = shape
   if data == -1 and model == -1:
     raise ValueError("mesh_shape: at most one of (data, model) may be -1")
+  if any(size < 1 and size != -1 for size in shape):
+    raise ValueError(f"mesh_shape {shape}: sizes must be >= 1 (or -1 for "
+                     "the rest of the devices)")
   if data == -1:
-    data = len(devices) // model
+    data = max(len(devices) // model, 1)
   if model == -1:
-    model = len(devices) // data
-  if data * model != len(devices) and data * model > len(devices):
-    raise ValueError(f"mesh_shape {tuple(mesh_shape)} needs {data * model} "
+    model = max(len(devices) // data, 1)
+  if data * model > len(devices):
+    raise ValueError(f"mesh_shape {shape} needs {data * model} "
                      f"devices; {len(devices)} are available")
-  grid = np.asarray(devices[: data * model]).reshape(data, model)
-  return jax.sharding.Mesh(grid, ("data", "model"))
+  return t5x_partitioning.explicit_mesh(model, devices[: data * model])
 
 
 def logical_specs(params_axes: PyTree) -> PyTree:
