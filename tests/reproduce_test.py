@@ -86,7 +86,8 @@ def test_unit_scores_leave_out_the_training_language():
      reproduce.NOT_REPRODUCED),
     ([dict(difference=2.0, p_holm=0.01), dict(difference=-3.0, p_holm=0.01)],
      reproduce.OPPOSITE),
-    ([dict(difference=2.0, p_holm=None)], reproduce.NOT_REPRODUCED),
+    ([dict(difference=2.0, p_holm=None)], reproduce.NOT_TESTED),
+    ([], reproduce.NOT_TESTED),
 ])
 def test_direction_verdict(tests, verdict):
   assert reproduce.direction_verdict(tests) == verdict

@@ -371,6 +371,7 @@ def _flags(settings: Settings) -> List[str]:
 FAMILIES = {"pair": "accuracy", "tag": "f1", "qa": "f1"}
 REPRODUCED, OPPOSITE = "reproduced", "opposite at this scale"
 NOT_REPRODUCED = "not reproduced at this scale (no significant difference)"
+NOT_TESTED = "not tested (fewer than 2 seeds a side)"
 
 
 def unit_scores(record: Mapping[str, Any], train_language: str
@@ -387,11 +388,12 @@ def direction_verdict(tests: Sequence[Mapping[str, Any]],
                       alpha: float = uncertainty.ALPHA) -> str:
   """The verdict on one of the paper's directions from its comparisons
   (each {"difference", "p_holm"}, candidate − baseline)."""
-  significant = [t for t in tests
-                 if t["p_holm"] is not None and t["p_holm"] < alpha]
+  if not tests or any(t["p_holm"] is None for t in tests):
+    return NOT_TESTED
+  significant = [t for t in tests if t["p_holm"] < alpha]
   if any(t["difference"] < 0 for t in significant):
     return OPPOSITE
-  if tests and len(significant) == len(tests):
+  if len(significant) == len(tests):
     return REPRODUCED
   return NOT_REPRODUCED
 
@@ -492,7 +494,6 @@ def _config_cells(name: str, params: Mapping[str, int]) -> List[str]:
 def markdown(results: Mapping[str, Any]) -> str:
   """The paper-style tables, the direction tests and the analyses."""
   s, v = results["settings"], results["variants"]
-  n = s["seeds"]
   lines = []
   for key, table in TABLES.items():
     if key not in results["tests"]:
@@ -509,7 +510,7 @@ def markdown(results: Mapping[str, Any]) -> str:
     lines += ["", f"Paper: {table.paper}. Direction tested: "
               f"**{test['claim']}** — **{test['verdict']}**.", ""]
     for t in test["comparisons"]:
-      p = "" if t["p_holm"] is None else f"{t['p_holm']:.3f}"
+      p = "n/a" if t["p_holm"] is None else f"{t['p_holm']:.3f}"
       ci = ("" if t["low"] is None else
             f" [{t['low']:+.1f}, {t['high']:+.1f}]")
       lines.append(f"- {t['candidate']} − {t['baseline']}: avg "
@@ -547,8 +548,11 @@ def markdown(results: Mapping[str, Any]) -> str:
       lines.append(f"| {name} | " + " | ".join(
           _pm(uncertainty.mean_std(curve[l])) for l in layers) + " |")
     lines.append("")
+  seeds = sorted({len(x["seeds"]) for x in v.values()})
+  n = "–".join(str(k) for k in (seeds[0], seeds[-1])) if len(seeds) > 1 else (
+      str(seeds[0]) if seeds else "0")
   lines.append(
-      f"Mean ± std over {n} pre-training seeds (one fine-tuning run each); "
+      f"Mean ± std over {n} pre-training seed(s) (one fine-tuning run each); "
       "scores are zero-shot averages over the 11 languages other than the "
       f"training one ({results['train_language']}), {s['eval_examples']} dev "
       "examples each; avg = mean of the three tasks. p: Welch's t-test over "
