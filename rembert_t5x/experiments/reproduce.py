@@ -444,7 +444,12 @@ def analyse(records: Sequence[Mapping[str, Any]], settings: Settings,
         "mean_std": {k: list(uncertainty.mean_std([s[k] for s in per_seed]))
                      for k in per_seed[0]},
         "mlm_accuracy": list(uncertainty.mean_std(
-            [r["mlm"].get("mlm/accuracy", float("nan")) for r in runs])),
+            [100 * r["mlm"].get("mlm/accuracy", float("nan")) for r in runs])),
+        # The fine-tuning check: the score in the language it was trained on.
+        "train_language": {
+            f: list(uncertainty.mean_std(
+                [r["families"][f][train_language][m] for r in runs]))
+            for f, m in FAMILIES.items()},
     }
     fig = _layer_curve(runs, "figure1", train_language, FAMILIES[FIGURE1_FAMILY])
     if fig:
@@ -536,6 +541,15 @@ def markdown(results: Mapping[str, Any]) -> str:
               f"3072 every layer is useful. Tested: **{f1['claim']}** "
               f"({t['candidate']} − {t['baseline']} {t['difference']:+.1f}, "
               f"p = {p}) — **{f1['verdict']}**.", ""]
+  lines += ["### Convergence check: MLM accuracy (last pre-training steps) "
+            f"and scores in the training language ({results['train_language']})",
+            "", "| model | MLM accuracy | pair (acc) | tag (F1) | QA (F1) |",
+            "|---|---|---|---|---|"]
+  for name in VARIANTS:
+    if name in v:
+      lines.append(f"| {name} | {_pm(v[name]['mlm_accuracy'])} | " + " | ".join(
+          _pm(v[name]["train_language"][f]) for f in FAMILIES) + " |")
+  lines.append("")
   probes = {name: v[name]["probe"] for name in FIGURE1_VARIANTS
             if "probe" in v.get(name, {})}
   if probes:
