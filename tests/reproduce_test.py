@@ -135,7 +135,8 @@ def test_analyse_tables_figure1_and_markdown(tmp_path):
   assert figure1["verdict"] == reproduce.REPRODUCED
   text = reproduce.markdown(results)
   for needle in ("Table 2", "Table 4", "Table 6", "Figure 1 analog",
-                 "PT params", "35.0 ± 0.5", "reproduced", "layer 1"):
+                 "PT params", "35.0 ± 0.5", "reproduced", "layer 1",
+                 "Convergence check"):
     assert needle in text
   reproduce.write(tmp_path, results)
   assert (tmp_path / "reproduce.png").stat().st_size > 0
