@@ -10,7 +10,6 @@ run the scripts as a user would.
 import errno
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -759,50 +758,18 @@ def test_qa_dataset_file_without_data(tmp_path):
 # ----------------------------------------------------------------------------
 
 
-def _script(args, tmp_path):
-  env = dict(os.environ, PYTHONPATH=str(REPO))
-  result = subprocess.run([sys.executable, *map(str, args)], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=300)
-  lines = [l for l in result.stderr.splitlines()
-           if l.startswith("error: ") or "Traceback" in l]
-  assert result.returncode == 2, result.stderr[-2000:]
-  assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr[-2000:]
-  return lines[0]
-
-
 def test_cli_train_gin_syntax_error(run_gin, tmp_path):
   run_gin.write_text(RUN_GIN + "train.train.batch_size = = 3\n")
-  line = _script(["-m", "rembert_t5x.runner.train", f"--gin_file={run_gin}",
-                  f"--gin.MODEL_DIR='{tmp_path / 'm'}'"], tmp_path)
+  line = test_utils.run_script_user_error(
+      ["-m", "rembert_t5x.runner.train", f"--gin_file={run_gin}",
+       f"--gin.MODEL_DIR='{tmp_path / 'm'}'"])
   assert f"gin file {run_gin}" in line and f"line {BAD_LINE}" in line
-
-
-def test_cli_count_params_unknown_binding(tmp_path):
-  line = _script(["scripts/count_params.py",
-                  "--gin_file=gin_configs/models/tiny.gin",
-                  "--gin_bindings=network.RemBertConfig.num_layerz = 3"],
-                 tmp_path)
-  assert "doesn't have a parameter named 'num_layerz'" in line
-
-
-def test_cli_count_params_unused_macro(tmp_path):
-  line = _script(["scripts/count_params.py",
-                  "--gin_file=gin_configs/models/tiny.gin", "--gin.NUM_LAYER=4"],
-                 tmp_path)
-  assert ("gin binding 'NUM_LAYER = 4': no gin file of this run uses the "
-          "macro NUM_LAYER (did you mean NUM_LAYERS?)") in line
-
-
-def test_cli_train_vocab_missing_input_dir(tmp_path):
-  line = _script(["scripts/train_vocab.py", f"--input_dir={tmp_path / 'no'}",
-                  f"--model_prefix={tmp_path / 'v'}"], tmp_path)
-  assert f"input_dir '{tmp_path / 'no'}': not a directory" in line
-  assert not list(tmp_path.iterdir())
 
 
 def test_cli_evaluate_qa_wrong_prediction_file(tmp_path):
   dataset = _file(tmp_path, "gold.json", json.dumps(_SQUAD))
   pred = _file(tmp_path, "pred.json", '{"other-1": "x"}')
-  line = _script(["scripts/evaluate_qa.py", f"--dataset_file={dataset}",
-                  f"--prediction_file={pred}"], tmp_path)
+  line = test_utils.run_script_user_error(
+      ["scripts/evaluate_qa.py", f"--dataset_file={dataset}",
+       f"--prediction_file={pred}"])
   assert f"error: {pred}: none of its 1 question ids" in line

@@ -7,6 +7,7 @@ import pytest
 
 from rembert_t5x import configs
 from rembert_t5x.runner import cli
+from tests import test_utils
 
 
 # ----------------------------------------------------------------------------
@@ -20,6 +21,34 @@ def test_count_params_unset_macro(tmp_path):
     f.write("include 'gin_configs/architectures/rembert.gin'\n")
   with pytest.raises(configs.GinConfigError, match=f"gin file {gin_file}"):
     configs.config_from_gin(gin_file)
+
+
+# ----------------------------------------------------------------------------
+# The scripts, run as a user would (exit 2, one line, no traceback).
+# ----------------------------------------------------------------------------
+
+
+def test_cli_count_params_unknown_binding():
+  line = test_utils.run_script_user_error(
+      ["scripts/count_params.py", "--gin_file=gin_configs/models/tiny.gin",
+       "--gin_bindings=network.RemBertConfig.num_layerz = 3"])
+  assert "doesn't have a parameter named 'num_layerz'" in line
+
+
+def test_cli_count_params_unused_macro():
+  line = test_utils.run_script_user_error(
+      ["scripts/count_params.py", "--gin_file=gin_configs/models/tiny.gin",
+       "--gin.NUM_LAYER=4"])
+  assert ("gin binding 'NUM_LAYER = 4': no gin file of this run uses the "
+          "macro NUM_LAYER (did you mean NUM_LAYERS?)") in line
+
+
+def test_cli_train_vocab_missing_input_dir(tmp_path):
+  line = test_utils.run_script_user_error(
+      ["scripts/train_vocab.py", f"--input_dir={tmp_path / 'no'}",
+       f"--model_prefix={tmp_path / 'v'}"])
+  assert f"input_dir '{tmp_path / 'no'}': not a directory" in line
+  assert not list(tmp_path.iterdir())
 
 
 # ----------------------------------------------------------------------------

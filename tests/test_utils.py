@@ -166,3 +166,18 @@ def register_constant_pair_task(name: str, label: int, num_examples: int = 8,
           seqio.PassThroughVocabulary(vocab_size), 2),
       postprocess_fn=xp.pair_label_postprocessor,
       metric_fns=[metrics.accuracy_metric])
+
+
+def run_script_user_error(args) -> str:
+  """Runs `python ARGS` from the repository root as a user would; asserts
+  exit code 2 and exactly one `error: ` line (no traceback); returns it."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
+  result = subprocess.run([sys.executable, *map(str, args)], cwd=REPO_ROOT,
+                          env=env, capture_output=True, text=True, timeout=300)
+  lines = [l for l in result.stderr.splitlines()
+           if l.startswith("error: ") or "Traceback" in l]
+  assert result.returncode == 2, result.stderr[-2000:]
+  assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr[-2000:]
+  return lines[0]

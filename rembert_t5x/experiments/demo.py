@@ -122,12 +122,9 @@ class DemoSettings:
       raise errors.UserError(
           f"--tasks {self.tasks!r}: unknown task(s) {unknown}; expected a "
           f"comma-separated subset of {list(TASKS)}")
-    for name in ("pretrain_seeds", "finetune_seeds", "eval_examples",
-                 "pretrain_steps", "finetune_steps", "pair_finetune_steps",
-                 "batch_size"):
-      if getattr(self, name) < 1:
-        raise errors.UserError(f"--{name} must be at least 1, got "
-                            f"{getattr(self, name)}")
+    cli.check_at_least_one(self, (
+        "pretrain_seeds", "finetune_seeds", "eval_examples", "pretrain_steps",
+        "finetune_steps", "pair_finetune_steps", "batch_size"))
 
 
 FULL = dict(pretrain_seeds=3)

@@ -161,12 +161,9 @@ class Settings:
     return self.finetune_steps, self.finetune_learning_rate
 
   def check(self) -> None:
-    for name in ("seeds", "pretrain_steps", "finetune_steps",
-                 "pair_finetune_steps", "eval_examples", "batch_size", "jobs",
-                 "corpus_sentences"):
-      if getattr(self, name) < 1:
-        raise errors.UserError(
-            f"--{name} must be at least 1, got {getattr(self, name)}")
+    cli.check_at_least_one(self, (
+        "seeds", "pretrain_steps", "finetune_steps", "pair_finetune_steps",
+        "eval_examples", "batch_size", "jobs", "corpus_sentences"))
 
 
 def variant_config(name: str) -> network.RemBertConfig:
@@ -452,9 +449,9 @@ def analyse(records: Sequence[Mapping[str, Any]], settings: Settings,
             for f, m in FAMILIES.items()},
     }
     fig = _layer_curve(runs, "figure1", train_language, FAMILIES[FIGURE1_FAMILY])
-    if fig:
-      num_layers = str(max(int(k) for k in fig) + 1)
-      fig[num_layers] = variants[name]["values"][FIGURE1_FAMILY]
+    if fig:  # the run with every layer is the unit's main fine-tuning
+      fig[str(variant_config(name).num_layers)] = (
+          variants[name]["values"][FIGURE1_FAMILY])
       variants[name]["figure1"] = fig
     probe = _layer_curve(runs, "probe", train_language, None)
     if probe:

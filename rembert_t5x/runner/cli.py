@@ -23,7 +23,7 @@ no traceback, and `--help` prints the flags and exits 0.
 import contextlib
 import re
 import sys
-from typing import Callable, Iterator, Mapping, Optional, Sequence, TypeVar
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, TypeVar
 
 from absl import flags
 
@@ -200,3 +200,11 @@ def run_command(commands: Mapping[str, tuple[str, Define,
                       f"{', '.join(commands)}")
     text, define, main = commands[argv[0]]
     return main(parse_flags(argv[1:], define, doc=f"{argv[0]}: {text}"))
+
+
+def check_at_least_one(settings: Any, names: Sequence[str]) -> None:
+  """UserError naming the first flag in `names` whose value is below 1."""
+  for name in names:
+    if getattr(settings, name) < 1:
+      raise errors.UserError(
+          f"--{name} must be at least 1, got {getattr(settings, name)}")
