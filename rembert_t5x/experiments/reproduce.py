@@ -51,10 +51,7 @@ and `reproduce.png`.
 
 import dataclasses
 import json
-import os
 import pathlib
-import subprocess
-import sys
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
@@ -67,6 +64,7 @@ from rembert_t5x import network
 from rembert_t5x.experiments import uncertainty
 from rembert_t5x.runner import cli
 from rembert_t5x.runner import io_utils
+from rembert_t5x.runner import jobs as runner_jobs
 
 # The base model: the tiny config (H = 64, 2 layers of 4 heads x 16, MLP 256).
 BASE_GIN = "gin_configs/models/tiny.gin"
@@ -216,32 +214,29 @@ def prepare(out: pathlib.Path, settings: Settings):
 
 def run_unit(out: pathlib.Path, variant: str, p: int, settings: Settings,
              names: Mapping[str, str], languages: Sequence[str],
-             evaluators: Dict[str, Any], log: Callable[[str], None]) -> Dict[str, Any]:
-  """Runs one (variant, seed) unit and writes its record."""
+             evaluations, log: Callable[[str], None]) -> Dict[str, Any]:
+  """Runs one (variant, seed) unit and writes its record.
+
+  `evaluations` (a `runner.jobs.Evaluations`) is shared by the units of one
+  worker, so each task family's evaluation examples are built once.
+  """
   # The training loop is only needed by the units that run.
   from rembert_t5x import models  # pylint: disable=g-import-not-at-top
   from rembert_t5x.experiments import analysis  # pylint: disable=g-import-not-at-top
   from rembert_t5x.experiments import demo  # pylint: disable=g-import-not-at-top
   from rembert_t5x.experiments import sweep  # pylint: disable=g-import-not-at-top
-  from rembert_t5x.runner import checkpoints  # pylint: disable=g-import-not-at-top
-  from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
-  from rembert_t5x.runner import train  # pylint: disable=g-import-not-at-top
   config = variant_config(variant)
   unit_dir = unit_path(out, variant, p).parent
   seed = settings.seed + p
   start = time.time()
   pre_dir = unit_dir / "pretrain"
   log(f"{variant} seed {p}: pre-training {settings.pretrain_steps} steps")
-  mlm = train.train(
+  mlm = runner_jobs.run(runner_jobs.TrainJob(
       str(pre_dir), model=models.RemBertMLMModel(
           network.RemBertForMaskedLM(config), max_predictions_per_seq=16),
-      mixture_or_task_name=names["mlm"],
-      task_feature_lengths={"input_tokens": settings.pretrain_length},
-      train_steps=settings.pretrain_steps, batch_size=settings.batch_size,
-      learning_rate=settings.pretrain_learning_rate,
-      warmup_steps=settings.pretrain_steps // 10, pack=True,
-      checkpoint_period=settings.pretrain_steps, log_period=50, seed=seed,
-      data_seed=seed, progress_bar=False)
+      task=names["mlm"], lengths={"input_tokens": settings.pretrain_length},
+      steps=settings.pretrain_steps, batch_size=settings.batch_size,
+      learning_rate=settings.pretrain_learning_rate, seed=seed, pack=True))
 
   def finetune(family: str, layers: int) -> Dict[str, Dict[str, float]]:
     kind, length, _ = demo.TASKS[family]
@@ -252,24 +247,17 @@ def run_unit(out: pathlib.Path, variant: str, p: int, settings: Settings,
     ft_dir = unit_dir / (family if layers == config.num_layers
                          else f"{family}-layers{layers}")
     log(f"{variant} seed {p}: {family}, {layers} layers, {steps} steps")
-    train.train(
-        str(ft_dir), model=model, mixture_or_task_name=f"repro_{family}_train",
-        task_feature_lengths={"input_tokens": length}, train_steps=steps,
-        batch_size=settings.batch_size, learning_rate=lr,
-        warmup_steps=steps // 10, checkpoint_period=steps, log_period=50,
-        seed=seed, data_seed=seed, init_checkpoint=str(pre_dir),
-        progress_bar=False)
-    key = (family, length)
-    if key not in evaluators:
-      evaluators[key] = eval_lib.make_evaluator(
-          model, names[family], "validation", {"input_tokens": length})
-    task_metrics = eval_lib.evaluate_with(
-        evaluators[key], model, checkpoints.load_params(str(ft_dir)))
-    return {eval_lib.task_language(t): m for t, m in sorted(task_metrics.items())}
+    lengths = {"input_tokens": length}
+    runner_jobs.run(runner_jobs.TrainJob(
+        str(ft_dir), model=model, task=f"repro_{family}_train",
+        lengths=lengths, steps=steps, batch_size=settings.batch_size,
+        learning_rate=lr, seed=seed, init_checkpoint=str(pre_dir)))
+    return evaluations.last_checkpoint(str(ft_dir), model, names[family],
+                                       lengths)
 
   record = {"variant": variant, "pretrain_seed": p, "seed": seed,
             "params": configs.count_parameters(config),
-            "mlm": {k: float(v) for k, v in mlm.items()},
+            "mlm": mlm,
             "families": {f: finetune(f, config.num_layers)
                          for f in demo.TASKS}}
   if settings.figure1 and variant in FIGURE1_VARIANTS:
@@ -292,25 +280,18 @@ def run_unit(out: pathlib.Path, variant: str, p: int, settings: Settings,
 # Workers
 # --------------------------------------------------------------------------
 
-def _pin(worker: int) -> None:
-  """Pins this process to one core (worker i to the i-th allowed core)."""
-  if hasattr(os, "sched_getaffinity"):
-    cores = sorted(os.sched_getaffinity(0))
-    os.sched_setaffinity(0, {cores[worker % len(cores)]})
-
-
-def work(out: pathlib.Path, settings: Settings, worker: int, jobs: int,
+def work(out: pathlib.Path, settings: Settings, worker: int, workers: int,
          log: Callable[[str], None] = print) -> None:
-  """Runs the units `worker` owns (every `jobs`-th) that have no record."""
+  """Runs the units `worker` owns (every `workers`-th) that have no record."""
   from rembert_t5x.experiments import demo  # pylint: disable=g-import-not-at-top
   manifest, names = prepare(out, settings)
-  evaluators: Dict[str, Any] = {}
+  evaluations = runner_jobs.Evaluations()
   with demo.compilation_cache(out / "xla_cache"):
     for i, (variant, p) in enumerate(units(settings)):
-      if i % jobs != worker or unit_path(out, variant, p).exists():
+      if i % workers != worker or unit_path(out, variant, p).exists():
         continue
       record = run_unit(out, variant, p, settings, names,
-                        manifest["languages"], evaluators, log)
+                        manifest["languages"], evaluations, log)
       log(f"{variant} seed {p}: done in {record['seconds']} s")
 
 
@@ -321,7 +302,7 @@ def run(workdir: str, settings: Settings = Settings(),
   settings.check()
   out = pathlib.Path(workdir)
   out.mkdir(parents=True, exist_ok=True)
-  start_wall, start_cpu = time.time(), _children_cpu()
+  start_wall, start_cpu = time.time(), runner_jobs.cpu_seconds()
   prepare(out, settings)  # once, before the workers
   todo = [u for u in units(settings) if not unit_path(out, *u).exists()]
   jobs = min(settings.jobs, max(len(todo), 1))
@@ -330,30 +311,17 @@ def run(workdir: str, settings: Settings = Settings(),
   if jobs == 1:
     work(out, settings, 0, 1, log)
   elif todo:
-    procs = [subprocess.Popen(
-        [sys.executable, "-m", "rembert_t5x.experiments.reproduce",
-         f"--workdir={out}", f"--worker={i}"] + _flags(settings))
-             for i in range(jobs)]
-    failed = [i for i, proc in enumerate(procs) if proc.wait() != 0]
-    if failed:
-      raise errors.UserError(
-          f"reproduce: worker(s) {failed} failed (their output is above); "
-          "finished units are kept, rerun the same command to resume")
+    runner_jobs.run_workers("rembert_t5x.experiments.reproduce", jobs,
+                            [f"--workdir={out}"] + _flags(settings))
   records = [json.loads(unit_path(out, *u).read_text())
              for u in units(settings)]
   results = analyse(records, settings)
   results["timing"] = {"seconds": round(time.time() - start_wall, 1),
-                       "cpu_seconds": round(_children_cpu() - start_cpu, 1),
+                       "cpu_seconds": round(runner_jobs.cpu_seconds() - start_cpu, 1),
                        "jobs": jobs, "units_run": len(todo)}
   write(out, results)
   log(f"wrote {out / 'reproduce.md'}")
   return results
-
-
-def _children_cpu() -> float:
-  """CPU seconds of this process and its finished children."""
-  t = os.times()
-  return t.user + t.system + t.children_user + t.children_system
 
 
 def _flags(settings: Settings) -> List[str]:
@@ -653,7 +621,7 @@ def main(argv=None) -> None:
   def run_command(fv):
     settings = _settings(fv)
     if fv.worker is not None:
-      _pin(fv.worker)
+      runner_jobs.pin_to_core(fv.worker)
       start = time.time()
       work(pathlib.Path(fv.workdir), settings, fv.worker, settings.jobs,
            log=lambda m: print(f"[worker {fv.worker} {time.time() - start:5.0f}s]"

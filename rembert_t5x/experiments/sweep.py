@@ -516,7 +516,7 @@ def run_point(workdir: str, point: GridPoint, config, pretrained: str,
   from rembert_t5x.runner import checkpoints  # pylint: disable=g-import-not-at-top
   from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
   from rembert_t5x.runner import io_utils  # pylint: disable=g-import-not-at-top
-  from rembert_t5x.runner import train  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.runner import jobs  # pylint: disable=g-import-not-at-top
   import shutil  # pylint: disable=g-import-not-at-top
 
   spec = point.task
@@ -531,14 +531,11 @@ def run_point(workdir: str, point: GridPoint, config, pretrained: str,
   steps = resolve_steps(spec)
   period = checkpoint_period(spec, steps)
   start = time.time()
-  metrics = train.train(
-      str(model_dir), model=model, mixture_or_task_name=spec.train_task,
-      task_feature_lengths=lengths, train_steps=steps,
-      batch_size=spec.batch_size, learning_rate=point.learning_rate,
-      warmup_steps=steps // 10, checkpoint_period=period,
-      keep_checkpoints=math.ceil(steps / period) + 1,
-      log_period=max(1, min(50, steps)), seed=point.seed,
-      data_seed=point.seed, init_checkpoint=pretrained, progress_bar=False)
+  metrics = jobs.run(jobs.TrainJob(
+      str(model_dir), model=model, task=spec.train_task, lengths=lengths,
+      steps=steps, batch_size=spec.batch_size,
+      learning_rate=point.learning_rate, seed=point.seed,
+      init_checkpoint=pretrained, checkpoint_period=period))
   step_dir, selection = eval_lib.select_checkpoint(
       model, str(model_dir), spec.selection_task, "validation", lengths)
   params = checkpoints.load_params(str(step_dir))

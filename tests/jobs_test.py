@@ -1,0 +1,81 @@
+"""The runner's job API: what a `TrainJob` asks of the training loop, and
+`Evaluations` building each mixture's examples once (the demo, sweep and
+reproduction tests run it at experiment scale)."""
+
+import pytest
+
+from rembert_t5x import configs
+from rembert_t5x import models
+from rembert_t5x import network
+from rembert_t5x.runner import checkpoints
+from rembert_t5x.runner import jobs
+
+
+def _job(**overrides):
+  fields = dict(model_dir="/tmp/unused", model=None, task="t",
+                lengths={"input_tokens": 8}, steps=100, batch_size=4,
+                learning_rate=1e-3, seed=7)
+  fields.update(overrides)
+  return jobs.TrainJob(**fields)
+
+
+@pytest.mark.parametrize("steps", [1, 3, 9, 10, 30, 70, 150, 600, 1000, 4375])
+def test_warmup_is_a_tenth_of_the_steps_rounded_down(steps):
+  assert jobs.train_arguments(_job(steps=steps))["warmup_steps"] == steps // 10
+
+
+def test_one_seed_names_the_run_and_every_checkpoint_is_kept():
+  args = jobs.train_arguments(_job(steps=10, checkpoint_period=3,
+                                   log_period=50))
+  assert args["seed"] == args["data_seed"] == 7
+  assert args["checkpoint_period"] == 3
+  # Saves at 3, 6, 9 and 10: all four stay for checkpoint selection.
+  assert _job(steps=10, checkpoint_period=3).saved_steps() == 4
+  assert args["keep_checkpoints"] >= 4
+  assert args["log_period"] == 10 and args["progress_bar"] is False
+  end_only = jobs.train_arguments(_job(steps=10))
+  assert end_only["checkpoint_period"] == 10
+  assert end_only["init_checkpoint"] is None and end_only["pack"] is False
+  assert jobs.train_arguments(_job(keep_checkpoints=1))["keep_checkpoints"] == 1
+
+
+@pytest.fixture(scope="module")
+def pair_task(tmp_path_factory):
+  from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
+  manifest = synthetic_tasks.prepare(
+      str(tmp_path_factory.mktemp("synthetic")), corpus_sentences=300,
+      pair_train=32, tag_train=8, qa_train=8, eval_examples=8)
+  return synthetic_tasks.register_synthetic(manifest, prefix="jobstest_")
+
+
+def _pair_model():
+  config = network.RemBertConfig(
+      vocab_size=400, input_embed_dim=16, emb_dim=32, output_embed_dim=24,
+      num_layers=1, num_heads=2, head_dim=16, mlp_dim=64,
+      max_position_embeddings=64)
+  return models.RemBertPairClassificationModel(
+      network.RemBertForSequenceClassification(config, 2))
+
+
+def test_run_trains_and_evaluations_reuse_one_evaluator(pair_task, tmp_path):
+  configs.parse_gin([])
+  model = _pair_model()
+  lengths = {"input_tokens": 48}
+  metrics = jobs.run(_job(model_dir=str(tmp_path / "m"), model=model,
+                          task="jobstest_pair_train", lengths=lengths,
+                          steps=2, checkpoint_period=1, batch_size=8))
+  assert all(isinstance(v, float) for v in metrics.values())
+  assert "loss" in metrics
+  assert checkpoints.steps(str(tmp_path / "m")) == [1, 2]
+
+  evaluations = jobs.Evaluations()
+  by_language = evaluations.last_checkpoint(str(tmp_path / "m"), model,
+                                            pair_task["pair"], lengths)
+  assert set(by_language) == {"qla", "qcy", "qgr", "qdv"}
+  # A second model object of the same family: the same evaluator, and the
+  # same scores from the same checkpoint.
+  by_task = evaluations.last_checkpoint(str(tmp_path / "m"), _pair_model(),
+                                        pair_task["pair"], lengths,
+                                        by_language=False)
+  assert len(evaluations._evaluators) == 1  # pylint: disable=protected-access
+  assert {t.rsplit("_", 1)[-1]: m for t, m in by_task.items()} == by_language
