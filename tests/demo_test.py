@@ -1,5 +1,6 @@
 """The offline demo end to end, at a few steps per stage (a smoke run)."""
 
+import dataclasses
 import json
 
 import pytest
@@ -54,10 +55,24 @@ def test_demo_reports_seeds_error_bars_and_a_verdict(tmp_path):
   assert "| qa (f1) | " in table and "### qa" in table
   assert (tmp_path / "results_qa.png").stat().st_size > 0
   assert "(n=2)" in demo.summary_table(results)
+  # The variants ran in two worker processes (the default); their stage
+  # times reach the record.
+  assert saved["timing"]["jobs"] == 2
+  assert saved["timing"]["stages"]["pretrain"][0] > 0
   # A second call finds every run's record and trains nothing.
   again = demo.run(str(tmp_path), settings, log=lambda _: None)
   assert again["runs"] == results["runs"]
   assert "finetune" not in again["timing"]["stages"]
+  assert again["timing"]["jobs"] == 0
+  # A lost record is run again, here in this process (jobs=1), and only it.
+  lost = tmp_path / "decoupled" / "qa-0-1" / "demo_run.json"
+  lost.unlink()
+  third = demo.run(str(tmp_path), dataclasses.replace(settings, jobs=1),
+                   log=lambda _: None)
+  assert lost.exists() and third["timing"]["jobs"] == 1
+  assert "pretrain" not in third["timing"]["stages"]
+  assert [r["variant"] for r in third["runs"]] == [
+      r["variant"] for r in results["runs"]]
 
 
 def test_full_flag_and_explicit_flags():

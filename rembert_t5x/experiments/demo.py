@@ -1,6 +1,6 @@
 r"""The offline demo: coupled vs decoupled embeddings, zero-shot transfer.
 
-  python -m rembert_t5x.experiments.demo --workdir /tmp/demo          # ~10 min, 2 cores
+  python -m rembert_t5x.experiments.demo --workdir /tmp/demo          # ~10 min on 2 cores
   python -m rembert_t5x.experiments.demo --workdir /tmp/demo --full   # 3 pre-training seeds
 
 On one CPU machine, with nothing downloaded:
@@ -33,6 +33,10 @@ the new head, data order, dropout); the data are generated once with
 differences change the trajectory, like another seed): compare runs within
 their printed error bars.
 
+The two variants run side by side in `--jobs` (default 2) worker processes,
+each pinned to one core: one tiny model's training does not keep two cores
+busy. `--jobs 1` runs everything in this process.
+
 The demo resumes: a pre-training or fine-tuning run whose record
 (`demo_mlm.json`, `demo_run.json`) is in the work directory is not rerun, so
 a stopped `--full` run continues where it was.
@@ -49,6 +53,7 @@ import contextlib
 import dataclasses
 import json
 import pathlib
+import shutil
 import time
 from typing import Any, Callable, Dict, List
 
@@ -64,8 +69,7 @@ from rembert_t5x.experiments import uncertainty
 from rembert_t5x.runner import cli
 from rembert_t5x.runner import eval as eval_lib
 from rembert_t5x.runner import io_utils
-from rembert_t5x.runner import checkpoints
-from rembert_t5x.runner import train
+from rembert_t5x.runner import jobs as runner_jobs
 
 VARIANTS = {
     "coupled": "gin_configs/models/tiny_coupled.gin",
@@ -84,18 +88,20 @@ NUM_CLASSES = {"pair": 2, "tag": len(synthetic.TAGS)}
 @dataclasses.dataclass
 class DemoSettings:
   """Sizes and seeds of one demo run (every field is a command-line flag)."""
-  # The steps are cut from the single-seed demo's 2000 / 200 / 600 so that
-  # three fine-tuning seeds and 5x larger dev sets fit the same ~10 minutes
-  # on 2 cores (docs/DEMO_RESULTS.md has the measurements).
-  pretrain_steps: int = 1500
-  finetune_steps: int = 150
+  # Sized for ~10 minutes on 2 idle cores with the two variants in two
+  # worker processes. The previous defaults (1,500 / 300 / 150 steps, 1,000
+  # dev examples per language, one process) took ~25 minutes on an idle
+  # 2-core machine (docs/DEMO_RESULTS.md has the measurements); `--full`
+  # and the step flags run longer.
+  pretrain_steps: int = 1000
+  finetune_steps: int = 100
   batch_size: int = 32
   pretrain_length: int = 64
   pretrain_learning_rate: float = 3e-3
   finetune_learning_rate: float = 5e-4
   # Sentence-pair comparison is learnt more slowly than tagging or QA: it
   # gets more steps and a higher learning rate.
-  pair_finetune_steps: int = 300
+  pair_finetune_steps: int = 200
   pair_finetune_learning_rate: float = 1e-3
   pretrain_seeds: int = 1
   finetune_seeds: int = 3
@@ -104,8 +110,11 @@ class DemoSettings:
   # Comma-separated subset of TASKS (a quicker run, or a smoke test).
   tasks: str = ",".join(TASKS)
   # Dev examples per language: the bootstrap standard error of an accuracy
-  # near 60% is ~1.5 points at 1,000.
-  eval_examples: int = 1000
+  # near 60% is ~2.2 points at 500 (~1 point for a 3-language average).
+  eval_examples: int = 500
+  # Worker processes, one core each; the variants are split among them
+  # (1: everything in this process).
+  jobs: int = 2
 
   def finetune(self, family: str):
     """(steps, learning rate) for fine-tuning one task family."""
@@ -124,7 +133,7 @@ class DemoSettings:
           f"comma-separated subset of {list(TASKS)}")
     cli.check_at_least_one(self, (
         "pretrain_seeds", "finetune_seeds", "eval_examples", "pretrain_steps",
-        "finetune_steps", "pair_finetune_steps", "batch_size"))
+        "finetune_steps", "pair_finetune_steps", "batch_size", "jobs"))
 
 
 FULL = dict(pretrain_seeds=3)
@@ -133,29 +142,38 @@ FULL = dict(pretrain_seeds=3)
 class _Clock:
   """Wall and process CPU seconds since the start, and per stage.
 
-  CPU seconds (all threads) are logged beside wall seconds: on a shared
-  machine the wall time says little about the cost on an idle one.
+  CPU seconds (all threads, and the worker processes once they have
+  finished) are logged beside wall seconds: on a shared machine the wall
+  time says little about the cost on an idle one.
   """
 
   def __init__(self):
-    self.start_wall, self.start_cpu = time.time(), time.process_time()
+    self.start_wall, self.start_cpu = time.time(), runner_jobs.cpu_seconds()
     self.stages: Dict[str, List[float]] = {}
 
   def __call__(self) -> str:
     return (f"[{time.time() - self.start_wall:5.0f}s wall "
-            f"{time.process_time() - self.start_cpu:5.0f}s cpu]")
+            f"{runner_jobs.cpu_seconds() - self.start_cpu:5.0f}s cpu]")
 
   @contextlib.contextmanager
   def stage(self, name: str):
-    wall, cpu = time.time(), time.process_time()
+    wall, cpu = time.time(), runner_jobs.cpu_seconds()
     yield
     total = self.stages.setdefault(name, [0.0, 0.0])
     total[0] += time.time() - wall
-    total[1] += time.process_time() - cpu
+    total[1] += runner_jobs.cpu_seconds() - cpu
+
+  def add(self, stages: Dict[str, List[float]]) -> None:
+    """Adds another clock's stage times (a worker's): stage seconds are
+    then summed over processes."""
+    for name, (wall, cpu) in stages.items():
+      total = self.stages.setdefault(name, [0.0, 0.0])
+      total[0] += wall
+      total[1] += cpu
 
   def totals(self) -> Dict[str, Any]:
     return {"seconds": round(time.time() - self.start_wall, 1),
-            "cpu_seconds": round(time.process_time() - self.start_cpu, 1),
+            "cpu_seconds": round(runner_jobs.cpu_seconds() - self.start_cpu, 1),
             "stages": {k: [round(w, 1), round(c, 1)]
                        for k, (w, c) in self.stages.items()}}
 
@@ -189,12 +207,46 @@ def compilation_cache(path: pathlib.Path):
 
 def run(workdir: str, settings: DemoSettings = DemoSettings(),
         log: Callable[[str], None] = print) -> Dict[str, Any]:
-  """Runs the whole demo under `workdir`; returns the results record."""
+  """Runs the whole demo under `workdir`; returns the results record.
+
+  The data are made here; the variants' runs go to `settings.jobs` worker
+  processes (variant i to worker i mod jobs, each pinned to a core), or
+  run in this process with `jobs=1`; the tables are built from the records
+  the runs leave in `workdir`.
+  """
   settings.check()
   out = pathlib.Path(workdir)
   out.mkdir(parents=True, exist_ok=True)
-  with compilation_cache(out / "xla_cache"):
-    return _run(out, settings, log)
+  clock = _Clock()
+  log(f"{clock()} synthetic data ({settings.eval_examples} dev examples per "
+      f"language) and vocabulary in {out / 'data'}")
+  with clock.stage("data"):
+    manifest, names = _prepare(out, settings)
+    chance = synthetic_baselines.chance_levels(manifest["dir"], split="dev")
+  todo = [v for v in VARIANTS if not _variant_done(out, v, settings)]
+  workers = min(settings.jobs, len(VARIANTS))
+  timing_dir = out / "timing"
+  if timing_dir.exists():
+    shutil.rmtree(timing_dir)  # stage times of this call only
+  if todo and workers > 1:
+    log(f"{clock()} {len(todo)} variant(s) to run in {workers} worker "
+        "processes, one core each")
+    runner_jobs.run_workers("rembert_t5x.experiments.demo", workers,
+                            [f"--workdir={out}"] + _flags(settings))
+    for worker_file in sorted(timing_dir.glob("*.json")):
+      clock.add(json.loads(worker_file.read_text())["stages"])
+  elif todo:
+    with compilation_cache(out / "xla_cache"):
+      for variant in todo:
+        _run_variant(out, variant, settings, names,
+                     manifest["train_language"], clock, log)
+  results = _collect(out, settings, manifest, chance)
+  results.update(analyse(results))
+  results["timing"] = clock.totals()
+  results["timing"]["jobs"] = workers if todo else 0
+  _write(out, results)
+  log(f"{clock()} wrote {out / 'results.md'}")
+  return results
 
 
 def _prepare(out: pathlib.Path, settings: DemoSettings):
@@ -212,94 +264,131 @@ def _prepare(out: pathlib.Path, settings: DemoSettings):
                                                       prefix="demo_")
 
 
-def _run(out: pathlib.Path, settings: DemoSettings,
-         log: Callable[[str], None]) -> Dict[str, Any]:
-  from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
-  clock = _Clock()
-  log(f"{clock()} synthetic data ({settings.eval_examples} dev examples per "
-      f"language) and vocabulary in {out / 'data'}")
-  with clock.stage("data"):
-    manifest, names = _prepare(out, settings)
-    chance = synthetic_baselines.chance_levels(manifest["dir"], split="dev")
-  train_lang = manifest["train_language"]
-  results: Dict[str, Any] = {"variants": {}, "chance": chance, "runs": [],
-                             "languages": manifest["languages"],
-                             "train_language": train_lang,
-                             "settings": dataclasses.asdict(settings)}
-  evaluators = {}
-  for variant, gin_file in VARIANTS.items():
-    config = dataclasses.replace(configs.config_from_gin(gin_file),
-                                 vocab_size=synthetic_tasks.VOCAB_SIZE)
-    counts = configs.count_parameters(config)
-    record = results["variants"][variant] = {"params": counts, "mlm": []}
-    # One model object per task: its jitted predict function is reused by
-    # every seed.
-    task_models = {f: finetune_model(TASKS[f][0], config, f)
-                   for f in settings.families()}
-    for p in range(settings.pretrain_seeds):
-      pre_dir = out / variant / f"pretrain-{p}"
+def _pretrain_record(out: pathlib.Path, variant: str, p: int) -> pathlib.Path:
+  return out / variant / f"pretrain-{p}" / "demo_mlm.json"
+
+
+def _run_record(out: pathlib.Path, variant: str, family: str, p: int,
+                r: int) -> pathlib.Path:
+  return out / variant / f"{family}-{p}-{r}" / "demo_run.json"
+
+
+def _records(settings: DemoSettings, out: pathlib.Path, variant: str):
+  """(pre-training seed, family or None, fine-tuning run, record path) of
+  every run of `variant`, in the order they run."""
+  for p in range(settings.pretrain_seeds):
+    yield p, None, None, _pretrain_record(out, variant, p)
+    for family in settings.families():
+      for r in range(settings.finetune_seeds):
+        yield p, family, r, _run_record(out, variant, family, p, r)
+
+
+def _variant_done(out: pathlib.Path, variant: str,
+                  settings: DemoSettings) -> bool:
+  return all(path.exists() for *_, path in _records(settings, out, variant))
+
+
+def _run_variant(out: pathlib.Path, variant: str, settings: DemoSettings,
+                 names: Dict[str, str], train_lang: str, clock: "_Clock",
+                 log: Callable[[str], None]) -> None:
+  """Pre-trains, fine-tunes and evaluates one variant's runs that have no
+  record yet, writing one record per run."""
+  config = variant_config(variant)
+  counts = configs.count_parameters(config)
+  evaluations = runner_jobs.Evaluations()
+  # One model object per task: its jitted predict function is reused by
+  # every seed.
+  task_models = {f: finetune_model(TASKS[f][0], config, f)
+                 for f in settings.families()}
+  for p in range(settings.pretrain_seeds):
+    pre_dir = out / variant / f"pretrain-{p}"
+    done = _pretrain_record(out, variant, p)
+    if not done.exists():
       log(f"{clock()} {variant}: pre-training seed {p}, "
           f"{settings.pretrain_steps} steps "
           f"({counts['pretraining_params']:,} parameters)")
-      done = pre_dir / "demo_mlm.json"
       with clock.stage("pretrain"):
-        pre = json.loads(done.read_text()) if done.exists() else train.train(
+        pre = runner_jobs.run(runner_jobs.TrainJob(
             str(pre_dir), model=models.RemBertMLMModel(
-                network.RemBertForMaskedLM(config), max_predictions_per_seq=16),
-            mixture_or_task_name=names["mlm"],
-            task_feature_lengths={"input_tokens": settings.pretrain_length},
-            train_steps=settings.pretrain_steps,
-            batch_size=settings.batch_size,
+                network.RemBertForMaskedLM(config),
+                max_predictions_per_seq=16),
+            task=names["mlm"],
+            lengths={"input_tokens": settings.pretrain_length},
+            steps=settings.pretrain_steps, batch_size=settings.batch_size,
             learning_rate=settings.pretrain_learning_rate,
-            warmup_steps=settings.pretrain_steps // 10, pack=True,
-            checkpoint_period=settings.pretrain_steps, log_period=50,
-            seed=settings.seed + p, data_seed=settings.seed + p,
-            progress_bar=False)
-      pre = {k: float(v) for k, v in pre.items()}
+            seed=settings.seed + p, pack=True))
       io_utils.atomic_write_json(done, pre)
-      record["mlm"].append({"pretrain_seed": p, "loss": pre["loss"],
-                            "accuracy": pre["mlm/accuracy"]})
-      for family in settings.families():
-        length = TASKS[family][1]
-        steps, learning_rate = settings.finetune(family)
-        model, lengths = task_models[family], {"input_tokens": length}
-        for r in range(settings.finetune_seeds):
-          seed = settings.seed + p * settings.finetune_seeds + r
-          ft_dir = out / variant / f"{family}-{p}-{r}"
-          done = ft_dir / "demo_run.json"
-          if done.exists():
-            log(f"{clock()} {variant}: {family}, pre-training seed {p}, "
-                f"fine-tuning seed {seed}: done, skipped")
-            results["runs"].append(json.loads(done.read_text()))
-            continue
-          log(f"{clock()} {variant}: {family} on {train_lang}, pre-training "
-              f"seed {p}, fine-tuning seed {seed}: {steps} steps, evaluation")
-          with clock.stage("finetune"):
-            train.train(
-                str(ft_dir), model=model,
-                mixture_or_task_name=f"demo_{family}_train",
-                task_feature_lengths=lengths, train_steps=steps,
-                batch_size=settings.batch_size, learning_rate=learning_rate,
-                warmup_steps=steps // 10, checkpoint_period=steps,
-                log_period=50, seed=seed, data_seed=seed,
-                init_checkpoint=str(pre_dir), progress_bar=False)
-          with clock.stage("evaluate"):
-            if family not in evaluators:
-              evaluators[family] = eval_lib.make_evaluator(
-                  model, names[family], "validation", lengths)
-            task_metrics = eval_lib.evaluate_with(
-                evaluators[family], model, checkpoints.load_params(str(ft_dir)))
-          results["runs"].append({
-              "variant": variant, "family": family, "pretrain_seed": p,
-              "finetune_seed": seed,
-              "languages": {eval_lib.task_language(t): m
-                            for t, m in sorted(task_metrics.items())}})
-          io_utils.atomic_write_json(done, results["runs"][-1])
-  results.update(analyse(results))
-  results["timing"] = clock.totals()
-  _write(out, results)
-  log(f"{clock()} wrote {out / 'results.md'}")
+    for family in settings.families():
+      length = TASKS[family][1]
+      steps, learning_rate = settings.finetune(family)
+      model, lengths = task_models[family], {"input_tokens": length}
+      for r in range(settings.finetune_seeds):
+        seed = settings.seed + p * settings.finetune_seeds + r
+        done = _run_record(out, variant, family, p, r)
+        if done.exists():
+          continue
+        ft_dir = done.parent
+        log(f"{clock()} {variant}: {family} on {train_lang}, pre-training "
+            f"seed {p}, fine-tuning seed {seed}: {steps} steps, evaluation")
+        with clock.stage("finetune"):
+          runner_jobs.run(runner_jobs.TrainJob(
+              str(ft_dir), model=model, task=f"demo_{family}_train",
+              lengths=lengths, steps=steps, batch_size=settings.batch_size,
+              learning_rate=learning_rate, seed=seed,
+              init_checkpoint=str(pre_dir)))
+        with clock.stage("evaluate"):
+          languages = evaluations.last_checkpoint(
+              str(ft_dir), model, names[family], lengths)
+        io_utils.atomic_write_json(done, {
+            "variant": variant, "family": family, "pretrain_seed": p,
+            "finetune_seed": seed, "languages": languages})
+
+
+def variant_config(variant: str) -> network.RemBertConfig:
+  """The variant's model config with the synthetic vocabulary's size."""
+  from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
+  return dataclasses.replace(configs.config_from_gin(VARIANTS[variant]),
+                             vocab_size=synthetic_tasks.VOCAB_SIZE)
+
+
+def _collect(out: pathlib.Path, settings: DemoSettings,
+             manifest: Dict[str, Any], chance) -> Dict[str, Any]:
+  """The results record from the runs' records on disk."""
+  results: Dict[str, Any] = {"variants": {}, "chance": chance, "runs": [],
+                             "languages": manifest["languages"],
+                             "train_language": manifest["train_language"],
+                             "settings": dataclasses.asdict(settings)}
+  for variant in VARIANTS:
+    record = results["variants"][variant] = {
+        "params": configs.count_parameters(variant_config(variant)),
+        "mlm": []}
+    for p, family, _, path in _records(settings, out, variant):
+      saved = json.loads(path.read_text())
+      if family is None:
+        record["mlm"].append({"pretrain_seed": p, "loss": saved["loss"],
+                              "accuracy": saved["mlm/accuracy"]})
+      else:
+        results["runs"].append(saved)
   return results
+
+
+def work(out: pathlib.Path, settings: DemoSettings, worker: int,
+         workers: int) -> None:
+  """Worker `worker` of `workers`: runs its variants (every `workers`-th),
+  then writes its stage times to `<out>/timing/worker-<i>.json`."""
+  start = time.time()
+  clock = _Clock()
+  log = lambda m: print(f"[worker {worker}] {m}", flush=True)  # pylint: disable=unnecessary-lambda-assignment
+  manifest, names = _prepare(out, settings)
+  with compilation_cache(out / "xla_cache"):
+    for i, variant in enumerate(VARIANTS):
+      if i % workers == worker:
+        _run_variant(out, variant, settings, names,
+                     manifest["train_language"], clock, log)
+  log(f"done in {time.time() - start:.0f} s")
+  (out / "timing").mkdir(exist_ok=True)
+  io_utils.atomic_write_json(out / "timing" / f"worker-{worker}.json",
+                             clock.totals())
 
 
 def finetune_model(kind: str, config: network.RemBertConfig, family: str):
@@ -414,6 +503,8 @@ def _define_flags(fv: flags.FlagValues) -> None:
                       required=True)
   flags.DEFINE_bool("full", False, f"the longer run: {FULL} (explicit flags "
                     "win)", flag_values=fv)
+  flags.DEFINE_integer("worker", None, "internal: run as worker i of --jobs",
+                       flag_values=fv)
   for field in dataclasses.fields(DemoSettings):
     _DEFINE_BY_TYPE[type(field.default)](
         field.name, None, f"default {field.default}", flag_values=fv)
@@ -429,6 +520,12 @@ def _settings(fv: flags.FlagValues):
   return fv.workdir, DemoSettings(**values)
 
 
+def _flags(settings: DemoSettings) -> List[str]:
+  """The command-line flags that give a worker `settings`."""
+  return [f"--{f.name}={getattr(settings, f.name)}"
+          for f in dataclasses.fields(DemoSettings)]
+
+
 def parse_args(argv):
   """(workdir, DemoSettings) from command-line arguments (see `_settings`)."""
   return _settings(cli.parse_flags(argv, _define_flags, doc=__doc__))
@@ -437,8 +534,15 @@ def parse_args(argv):
 def main(argv=None) -> None:
   def run_demo(fv):
     workdir, settings = _settings(fv)
+    if fv.worker is not None:
+      runner_jobs.pin_to_core(fv.worker)
+      work(pathlib.Path(workdir), settings, fv.worker,
+           min(settings.jobs, len(VARIANTS)))
+      return None
     return run(workdir, settings)
   results = cli.run_main(run_demo, argv, _define_flags, doc=__doc__)
+  if results is None:  # a worker
+    return
   print(summary_table(results))
   print(json.dumps(results["timing"]))
 
