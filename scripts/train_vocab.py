@@ -11,7 +11,6 @@ One file (or folder) per language; the language code comes from the name
 from absl import flags
 
 from rembert_t5x.data import text_sources
-from rembert_t5x.data import vocabulary
 from rembert_t5x.runner import cli
 
 
@@ -38,6 +37,9 @@ def _define_flags(fv: flags.FlagValues) -> None:
 def _main(fv: flags.FlagValues) -> str:
   files_by_lang = text_sources.find_language_files(
       input_dir=fv.input_dir, input_glob=fv.input_glob)
+  # Imported once the input is found: it brings TensorFlow and seqio
+  # (~10 s), which a missing folder or a typo should not wait for.
+  from rembert_t5x.data import vocabulary  # pylint: disable=g-import-not-at-top
   return vocabulary.train_sentencepiece(
       files_by_lang,
       model_prefix=fv.model_prefix,

@@ -33,9 +33,9 @@ the new head, data order, dropout); the data are generated once with
 differences change the trajectory, like another seed): compare runs within
 their printed error bars.
 
-The two variants run side by side in `--jobs` (default 2) worker processes,
-each pinned to one core: one tiny model's training does not keep two cores
-busy. `--jobs 1` runs everything in this process.
+The two variants run side by side in `--jobs` (default 2) worker processes:
+one tiny model's training does not keep two cores busy. `--jobs 1` runs
+everything in this process.
 
 The demo resumes: a pre-training or fine-tuning run whose record
 (`demo_mlm.json`, `demo_run.json`) is in the work directory is not rerun, so
@@ -93,7 +93,7 @@ class DemoSettings:
   # dev examples per language, one process) took ~25 minutes on an idle
   # 2-core machine (docs/DEMO_RESULTS.md has the measurements); `--full`
   # and the step flags run longer.
-  pretrain_steps: int = 1000
+  pretrain_steps: int = 800
   finetune_steps: int = 100
   batch_size: int = 32
   pretrain_length: int = 64
@@ -101,7 +101,7 @@ class DemoSettings:
   finetune_learning_rate: float = 5e-4
   # Sentence-pair comparison is learnt more slowly than tagging or QA: it
   # gets more steps and a higher learning rate.
-  pair_finetune_steps: int = 200
+  pair_finetune_steps: int = 150
   pair_finetune_learning_rate: float = 1e-3
   pretrain_seeds: int = 1
   finetune_seeds: int = 3
@@ -110,10 +110,10 @@ class DemoSettings:
   # Comma-separated subset of TASKS (a quicker run, or a smoke test).
   tasks: str = ",".join(TASKS)
   # Dev examples per language: the bootstrap standard error of an accuracy
-  # near 60% is ~2.2 points at 500 (~1 point for a 3-language average).
-  eval_examples: int = 500
-  # Worker processes, one core each; the variants are split among them
-  # (1: everything in this process).
+  # near 60% is ~2.4 points at 400 (~1.4 for a 3-language average).
+  eval_examples: int = 400
+  # Worker processes; the variants are split among them (1: everything in
+  # this process).
   jobs: int = 2
 
   def finetune(self, family: str):
@@ -210,7 +210,7 @@ def run(workdir: str, settings: DemoSettings = DemoSettings(),
   """Runs the whole demo under `workdir`; returns the results record.
 
   The data are made here; the variants' runs go to `settings.jobs` worker
-  processes (variant i to worker i mod jobs, each pinned to a core), or
+  processes (variant i to worker i mod jobs), or
   run in this process with `jobs=1`; the tables are built from the records
   the runs leave in `workdir`.
   """
@@ -230,7 +230,7 @@ def run(workdir: str, settings: DemoSettings = DemoSettings(),
     shutil.rmtree(timing_dir)  # stage times of this call only
   if todo and workers > 1:
     log(f"{clock()} {len(todo)} variant(s) to run in {workers} worker "
-        "processes, one core each")
+        "processes")
     runner_jobs.run_workers("rembert_t5x.experiments.demo", workers,
                             [f"--workdir={out}"] + _flags(settings))
     for worker_file in sorted(timing_dir.glob("*.json")):
@@ -535,7 +535,8 @@ def main(argv=None) -> None:
   def run_demo(fv):
     workdir, settings = _settings(fv)
     if fv.worker is not None:
-      runner_jobs.pin_to_core(fv.worker)
+      # Not pinned to a core: pinned, a worker's fine-tuning ran ~1.5x
+      # slower (its input-pipeline and XLA threads then share one core).
       work(pathlib.Path(workdir), settings, fv.worker,
            min(settings.jobs, len(VARIANTS)))
       return None

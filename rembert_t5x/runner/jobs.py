@@ -13,10 +13,11 @@ progress bar.
 checkpoint of a job on a mixture, building (tokenising and caching) each
 mixture's evaluation examples once per process however many jobs it scores.
 
-`run_workers` runs an experiment's independent parts in worker processes,
-one per core: one tiny model's step does not keep two cores busy (a third
-of it is the Python input pipeline), so two pinned processes finish two
-models in about the time one takes.
+`run_workers` runs an experiment's independent parts in worker processes:
+one tiny model's training does not keep two cores busy (much of a step is
+the input pipeline), so two processes finish two models sooner than one
+process does in turn. `pin_to_core` pins a worker to one core (the
+reproduction does; the demo's fine-tuning ran slower pinned).
 
 Example:
 
