@@ -120,6 +120,28 @@ def encode_with_offsets(vocabulary: seqio.Vocabulary,
       "neither a RemBertVocabulary nor a seqio.SentencePieceVocabulary.")
 
 
+# (vocabulary, context, its encoding) of the last context encoded.
+_last_context: Optional[Tuple[Any, str, Any]] = None
+
+
+def _encode_context(vocabulary: seqio.Vocabulary, context: str):
+  """`encode_with_offsets` of a context, remembering the last one.
+
+  SQuAD-format files list a paragraph's questions together (XQuAD: ~5 per
+  paragraph), so consecutive questions mostly share their context; the
+  character-offset encoding is the costly part of building windows. One
+  entry, compared by vocabulary identity and text, read and replaced whole
+  (safe under tf.data's reader threads).
+  """
+  global _last_context
+  last = _last_context
+  if last is not None and last[0] is vocabulary and last[1] == context:
+    return last[2]
+  encoded = encode_with_offsets(vocabulary, context)
+  _last_context = (vocabulary, context, encoded)
+  return encoded
+
+
 def check_answers(example: QAExample, source: str = "<input>") -> None:
   """Raises ValueError unless every answer_start points at its answer text.
 
@@ -234,8 +256,7 @@ def make_windows(example: QAExample,
   ids = vocab_lib.special_ids(vocabulary)
   question_ids, _ = encode_with_offsets(vocabulary, example.question)
   question_ids = list(question_ids[:max_query_length])
-  context_ids, context_offsets = encode_with_offsets(vocabulary,
-                                                     example.context)
+  context_ids, context_offsets = _encode_context(vocabulary, example.context)
   prefix_length = len(question_ids) + 2  # [CLS] q [SEP]
   window_size = max_seq_length - prefix_length - 1  # closing [SEP]
   if window_size < 1 or doc_stride < 1:
