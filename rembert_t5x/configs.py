@@ -12,7 +12,9 @@ error: gin would define the new macro and ignore it, and the run would go on
 with the file's value.
 """
 
+import contextlib
 import difflib
+import logging
 import os
 import re
 from typing import Optional, Sequence, Union
@@ -64,11 +66,21 @@ def parse_gin(
   prefixes = list(search_paths or []) + gin_search_paths()
   for path in prefixes:
     gin.add_config_file_search_path(path)
-  for f in gin_files:
-    try:
-      gin.parse_config_file(f)
-    except (ValueError, IOError, SyntaxError, KeyError) as e:
-      raise GinConfigError(f"gin file {f}: {_explain(e)}") from e
+  with _quiet_gin_search():
+    for f in gin_files:
+      try:
+        gin.parse_config_file(f)
+      except (ValueError, IOError, SyntaxError, KeyError) as e:
+        raise GinConfigError(f"gin file {f}: {_explain(e)}") from e
+      except TypeError as e:
+        # gin's second reader imports the path's folders as a Python
+        # package; a folder holding gin_configs/ on sys.path makes it a
+        # namespace package without a file, and gin fails on it.
+        raise GinConfigError(
+            f"gin file {f}: gin could not search for it ({e}); a directory "
+            "holding gin_configs/ is on sys.path while the working directory "
+            "is elsewhere: run from that directory or name the file by its "
+            "absolute path") from e
   for b in bindings:
     try:
       gin.parse_config(b)
@@ -78,6 +90,33 @@ def parse_gin(
     _check_macros_are_used(gin_files, bindings, prefixes)
   if finalize:
     gin.finalize()
+
+
+class _GinSearchMiss(logging.Filter):
+  """Drops gin's "Path not found: <prefix>/<file>" error records.
+
+  gin looks for a relative file under each search path in turn and logs an
+  ERROR for every path that does not hold it, also when a later one does:
+  run from outside the checkout, every model file printed two false
+  alarms. A file found nowhere still fails, with gin's message naming the
+  paths it searched (`GinConfigError`).
+  """
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    return not (record.msg == "Path not found: %s" and
+                record.pathname.endswith(os.path.join("gin",
+                                                      "resource_reader.py")))
+
+
+@contextlib.contextmanager
+def _quiet_gin_search():
+  root = logging.getLogger()
+  miss = _GinSearchMiss()
+  root.addFilter(miss)
+  try:
+    yield
+  finally:
+    root.removeFilter(miss)
 
 
 class _MacroRecorder(config_parser.ParserDelegate):

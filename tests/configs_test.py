@@ -1,6 +1,7 @@
 """Every gin model file parses and builds; parameter counts; gin errors."""
 
 import json
+import logging
 import os
 import pathlib
 import subprocess
@@ -186,3 +187,38 @@ def test_gin_search_root_of_a_checkout_is_the_repository_root():
                        cwd=test_utils.REPO_ROOT, capture_output=True, text=True,
                        check=True)
   assert out.stdout.strip() == str(test_utils.REPO_ROOT)
+
+
+def test_search_misses_are_not_logged_as_errors(tmp_path, monkeypatch, caplog):
+  """From outside the checkout, gin misses the cwd-relative path of every
+  file before it finds it under the repository root: no ERROR records for
+  those, the config is built, and a file found nowhere still fails."""
+  monkeypatch.chdir(tmp_path)
+  # As after an install: the checkout is not importable from sys.path.
+  monkeypatch.setattr(sys, "path", [
+      p for p in sys.path
+      if pathlib.Path(p or ".").resolve() != test_utils.REPO_ROOT.resolve()])
+  with caplog.at_level(logging.INFO):
+    config = configs.config_from_gin("gin_configs/models/tiny.gin")
+  assert config.num_layers >= 1
+  assert not [r for r in caplog.records if r.levelno >= logging.ERROR], (
+      caplog.text)
+  with pytest.raises(configs.GinConfigError, match="no_such_model.gin"):
+    configs.parse_gin(["gin_configs/models/no_such_model.gin"])
+  # The filter is removed afterwards (also after the error).
+  assert not [f for f in logging.getLogger().filters
+              if type(f).__name__ == "_GinSearchMiss"]
+
+
+def test_checkout_on_sys_path_from_elsewhere_is_one_clear_error(
+    tmp_path, monkeypatch):
+  """With the checkout on sys.path and the working directory elsewhere, gin
+  takes gin_configs/ for a namespace package and fails inside: one error
+  naming the file and what to do."""
+  monkeypatch.chdir(tmp_path)
+  monkeypatch.syspath_prepend(str(test_utils.REPO_ROOT))
+  try:
+    configs.parse_gin(["gin_configs/models/tiny.gin"])
+  except configs.GinConfigError as e:
+    assert "gin_configs/models/tiny.gin" in str(e)
+    assert "absolute path" in str(e)
