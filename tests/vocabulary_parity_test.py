@@ -54,9 +54,13 @@ def real(tmp_path_factory):
                                         for e in examples[lang]})), "utf-8")
     files[lang] = [str(corpus)]
   # A small vocabulary: many rare characters stay [UNK] (id 2 in the
-  # released layout), which both sides must agree on too.
+  # released layout), which both sides must agree on too. Trained on 1,200
+  # of the 2,880 paragraphs (alpha-sampled over the 12 languages): 11 s
+  # instead of 25 s, and parity does not depend on how the pieces were
+  # chosen; the texts compared below are all of them.
   trained = vocabulary.train_sentencepiece(files, str(tmp / "xquad"), 3000,
-                                           character_coverage=0.999)
+                                           character_coverage=0.999,
+                                           max_sentences=1200)
   released = test_utils.released_layout_vocabulary(
       trained, str(tmp / "released.model"))
   hf_dir = test_utils.write_hf_tokenizer_files(released, tmp / "hf")
