@@ -217,8 +217,7 @@ def test_checkout_on_sys_path_from_elsewhere_is_one_clear_error(
   naming the file and what to do."""
   monkeypatch.chdir(tmp_path)
   monkeypatch.syspath_prepend(str(test_utils.REPO_ROOT))
-  try:
+  with pytest.raises(configs.GinConfigError) as e:
     configs.parse_gin(["gin_configs/models/tiny.gin"])
-  except configs.GinConfigError as e:
-    assert "gin_configs/models/tiny.gin" in str(e)
-    assert "absolute path" in str(e)
+  assert "gin_configs/models/tiny.gin" in str(e.value)
+  assert "absolute path" in str(e.value)

@@ -18,11 +18,8 @@ from tests import test_utils
 
 @pytest.fixture(scope="module")
 def tasks(tmp_path_factory):
-  from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
-  manifest = synthetic_tasks.prepare(
-      str(tmp_path_factory.mktemp("synthetic")), corpus_sentences=300,
-      pair_train=64, tag_train=64, qa_train=64, eval_examples=16)
-  return synthetic_tasks.register_synthetic(manifest, prefix="evaltest_")
+  return test_utils.register_tiny_synthetic(
+      tmp_path_factory.mktemp("synthetic"), "evaltest_")
 
 
 CONFIG = network.RemBertConfig(

@@ -9,6 +9,7 @@ from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x.runner import checkpoints
 from rembert_t5x.runner import jobs
+from tests import test_utils
 
 
 def _job(**overrides):
@@ -41,11 +42,9 @@ def test_one_seed_names_the_run_and_every_checkpoint_is_kept():
 
 @pytest.fixture(scope="module")
 def pair_task(tmp_path_factory):
-  from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
-  manifest = synthetic_tasks.prepare(
-      str(tmp_path_factory.mktemp("synthetic")), corpus_sentences=300,
-      pair_train=32, tag_train=8, qa_train=8, eval_examples=8)
-  return synthetic_tasks.register_synthetic(manifest, prefix="jobstest_")
+  return test_utils.register_tiny_synthetic(
+      tmp_path_factory.mktemp("synthetic"), "jobstest_", pair_train=32,
+      tag_train=8, qa_train=8, eval_examples=8)
 
 
 def _pair_model():

@@ -50,6 +50,21 @@ RELEASED_LAYOUT_IDS = vocabulary.SpecialIds(
     *(RELEASED_LAYOUT[p] for p in vocabulary.SPECIAL_PIECES))
 
 
+def register_tiny_synthetic(directory, prefix: str, **sizes):
+  """Small synthetic data in `directory`, its tasks registered as
+  `<prefix>...`; returns the task names (`register_synthetic`).
+
+  Sizes default to a 300-sentence corpus, 64 training examples per task and
+  16 dev examples per language; `sizes` overrides them.
+  """
+  from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
+  settings = dict(corpus_sentences=300, pair_train=64, tag_train=64,
+                  qa_train=64, eval_examples=16)
+  settings.update(sizes)
+  manifest = synthetic_tasks.prepare(str(directory), **settings)
+  return synthetic_tasks.register_synthetic(manifest, prefix=prefix)
+
+
 def released_layout_vocabulary(model_file: str, output_file: str) -> str:
   """A copy of a (>= 337-piece) SentencePiece model in the released layout.
 

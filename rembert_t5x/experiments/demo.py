@@ -237,10 +237,11 @@ def run(workdir: str, settings: DemoSettings = DemoSettings(),
     for worker_file in sorted(timing_dir.glob("*.json")):
       clock.add(json.loads(worker_file.read_text())["stages"])
   elif todo:
+    evaluations = runner_jobs.Evaluations()
     with compilation_cache(out / "xla_cache"):
       for variant in todo:
         _run_variant(out, variant, settings, names,
-                     manifest["train_language"], clock, log)
+                     manifest["train_language"], evaluations, clock, log)
   results = _collect(out, settings, manifest, chance)
   results.update(analyse(results))
   results["timing"] = clock.totals()
@@ -290,13 +291,15 @@ def _variant_done(out: pathlib.Path, variant: str,
 
 
 def _run_variant(out: pathlib.Path, variant: str, settings: DemoSettings,
-                 names: Dict[str, str], train_lang: str, clock: "_Clock",
+                 names: Dict[str, str], train_lang: str,
+                 evaluations: "runner_jobs.Evaluations", clock: "_Clock",
                  log: Callable[[str], None]) -> None:
   """Pre-trains, fine-tunes and evaluates one variant's runs that have no
-  record yet, writing one record per run."""
+  record yet, writing one record per run. `evaluations` is shared by the
+  variants of one process (the two variants' models of a task share its
+  evaluation examples)."""
   config = variant_config(variant)
   counts = configs.count_parameters(config)
-  evaluations = runner_jobs.Evaluations()
   # One model object per task: its jitted predict function is reused by
   # every seed.
   task_models = {f: finetune_model(TASKS[f][0], config, f)
@@ -377,16 +380,16 @@ def work(out: pathlib.Path, settings: DemoSettings, worker: int,
          workers: int) -> None:
   """Worker `worker` of `workers`: runs its variants (every `workers`-th),
   then writes its stage times to `<out>/timing/worker-<i>.json`."""
-  start = time.time()
   clock = _Clock()
   log = lambda m: print(f"[worker {worker}] {m}", flush=True)  # pylint: disable=unnecessary-lambda-assignment
   manifest, names = _prepare(out, settings)
+  evaluations = runner_jobs.Evaluations()
   with compilation_cache(out / "xla_cache"):
     for i, variant in enumerate(VARIANTS):
       if i % workers == worker:
         _run_variant(out, variant, settings, names,
-                     manifest["train_language"], clock, log)
-  log(f"done in {time.time() - start:.0f} s")
+                     manifest["train_language"], evaluations, clock, log)
+  log(f"{clock()} done")
   (out / "timing").mkdir(exist_ok=True)
   io_utils.atomic_write_json(out / "timing" / f"worker-{worker}.json",
                              clock.totals())
