@@ -46,8 +46,17 @@ from rembert_t5x import errors
 from rembert_t5x import layer_stacking
 from rembert_t5x import network
 from rembert_t5x.convert import checkpoint_conversion as cc
-from rembert_t5x.data import vocabulary
 from rembert_t5x.runner import io_utils
+
+# The vocabulary module imports seqio and TensorFlow (~8 s of CPU): imported
+# only by the conversions that read a vocabulary, so `--help`, the error
+# paths and conversions without one start in ~2 s.
+VOCABULARY_FILENAME = "sentencepiece.model"  # = VOCABULARY_FILENAME
+
+
+def _vocabulary_module():
+  from rembert_t5x.data import vocabulary  # pylint: disable=g-import-not-at-top
+  return vocabulary
 
 UserError = errors.UserError
 
@@ -509,19 +518,19 @@ def _reconcile(found: network.RemBertConfig, gin_file: Optional[str],
 def copy_vocabulary(vocab_file: Optional[pathlib.Path],
                      out: pathlib.Path) -> None:
   if vocab_file is not None:
-    shutil.copyfile(vocab_file, out / vocabulary.VOCABULARY_FILENAME)
+    shutil.copyfile(vocab_file, out / VOCABULARY_FILENAME)
 
 
 def written_vocabulary(vocab_file: Optional[pathlib.Path],
                        output_dir: str) -> Optional[str]:
   if vocab_file is None:
     return None
-  return str(pathlib.Path(output_dir) / vocabulary.VOCABULARY_FILENAME)
+  return str(pathlib.Path(output_dir) / VOCABULARY_FILENAME)
 
 
 def checkpoint_vocabulary(source: "OrbaxParams") -> Optional[pathlib.Path]:
   """The `sentencepiece.model` of our checkpoint's MODEL_DIR, if any."""
-  found = vocabulary.find_checkpoint_vocabulary(str(source.step_dir))
+  found = _vocabulary_module().find_checkpoint_vocabulary(str(source.step_dir))
   return pathlib.Path(found) if found else None
 
 
@@ -553,14 +562,14 @@ def _source_vocabulary(explicit: Optional[str], beside: pathlib.Path,
   padded rows). None, with a warning, when there is none.
   """
   path = pathlib.Path(explicit) if explicit else (
-      beside / vocabulary.VOCABULARY_FILENAME)
+      beside / VOCABULARY_FILENAME)
   if not explicit and not path.is_file():
     logging.warning(
         "%s has no %s: the converted checkpoint carries no vocabulary, so "
         "runs from it need $REMBERT_SPM_PATH (or pass --vocab)", source,
-        vocabulary.VOCABULARY_FILENAME)
+        VOCABULARY_FILENAME)
     return None
-  vocab = vocabulary.RemBertVocabulary(str(path))
+  vocab = _vocabulary_module().RemBertVocabulary(str(path))
   try:
     ids = vocab.special_ids
     pieces = vocab.vocab_size
@@ -751,7 +760,7 @@ def t5x_to_hf(checkpoint_dir: str, output_dir: str, *,
     hf_config["vocab_size"] = hf_vocab_size
   vocab_file = checkpoint_vocabulary(source)
   if vocab_file:
-    ids = vocabulary.RemBertVocabulary(str(vocab_file)).special_ids
+    ids = _vocabulary_module().RemBertVocabulary(str(vocab_file)).special_ids
     # What HF reads for generation/padding; RemBertTokenizer itself reads
     # the pieces from sentencepiece.model.
     hf_config.update(pad_token_id=ids.pad, bos_token_id=ids.cls,
