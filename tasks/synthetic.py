@@ -113,8 +113,13 @@ def _path(manifest, *parts) -> str:
 
 
 def register_synthetic(manifest: Dict[str, Any], prefix: str = PREFIX,
-                       vocabulary=None) -> Dict[str, str]:
+                       vocabulary=None,
+                       qa_max_seq_length: int = QA_SETTINGS["max_seq_length"]
+                       ) -> Dict[str, str]:
   """Registers the MLM, pair, tag and QA tasks over a prepared directory.
+
+  `qa_max_seq_length` is the QA windows' length (the QA tasks refuse a
+  shorter `input_tokens` length).
 
   Returns:
     {"mlm", "pair", "tag", "qa"}: the mixture names (the fine-tuning ones are
@@ -155,14 +160,13 @@ def register_synthetic(manifest: Dict[str, Any], prefix: str = PREFIX,
 
   windows = functools.partial(
       qa.qa_windows_preprocessor,
-      max_seq_length=QA_SETTINGS["max_seq_length"],
+      max_seq_length=qa_max_seq_length,
       doc_stride=QA_SETTINGS["doc_stride"],
       max_query_length=QA_SETTINGS["max_query_length"],
       source="synthetic", on_misaligned="raise")
   registry.register_zero_shot(
       "qa", sources("qa", lambda paths, lang: _squad_source(paths)),
-      output_features=qa.output_features(vocabulary,
-                                         QA_SETTINGS["max_seq_length"]),
+      output_features=qa.output_features(vocabulary, qa_max_seq_length),
       preprocessors=[windows],
       postprocess_fn=functools.partial(
           qa.postprocess_window, n_best=QA_SETTINGS["n_best"],

@@ -268,8 +268,8 @@ def _prepare(out: pathlib.Path, settings: DemoSettings):
         f"{out / 'data' / 'manifest.json'}: data were generated with "
         f"data_seed={made[0]}, eval_examples={made[1]}, not "
         f"{settings.data_seed}, {settings.eval_examples}; use a new --workdir")
-  return manifest, synthetic_tasks.register_synthetic(manifest,
-                                                      prefix="demo_")
+  return manifest, synthetic_tasks.register_synthetic(
+      manifest, prefix="demo_", qa_max_seq_length=TASKS["qa"][1])
 
 
 def _pretrain_record(out: pathlib.Path, variant: str, p: int) -> pathlib.Path:
