@@ -114,12 +114,15 @@ def _path(manifest, *parts) -> str:
 
 def register_synthetic(manifest: Dict[str, Any], prefix: str = PREFIX,
                        vocabulary=None,
-                       qa_max_seq_length: int = QA_SETTINGS["max_seq_length"]
+                       qa_max_seq_length: int = QA_SETTINGS["max_seq_length"],
+                       shuffle_buffer_size: Optional[int] = None
                        ) -> Dict[str, str]:
   """Registers the MLM, pair, tag and QA tasks over a prepared directory.
 
   `qa_max_seq_length` is the QA windows' length (the QA tasks refuse a
-  shorter `input_tokens` length).
+  shorter `input_tokens` length). `shuffle_buffer_size` is every task's
+  shuffle buffer (None: seqio's 1,000); the tests' tiny data use a small
+  one, so a first batch does not wait for many passes over them.
 
   Returns:
     {"mlm", "pair", "tag", "qa"}: the mixture names (the fine-tuning ones are
@@ -132,7 +135,7 @@ def register_synthetic(manifest: Dict[str, Any], prefix: str = PREFIX,
   names = {"mlm": pretraining.register_local_text_mlm(
       f"{prefix}mlm",
       files_by_lang={l: [_path(manifest, "corpus", l)] for l in langs},
-      vocabulary=vocabulary)}
+      vocabulary=vocabulary, shuffle_buffer_size=shuffle_buffer_size)}
 
   def sources(name, make_source):
     def source_for(role, lang):
@@ -146,6 +149,8 @@ def register_synthetic(manifest: Dict[str, Any], prefix: str = PREFIX,
   # Training tasks are `<prefix><family>_train` (one training language).
   family = dict(languages=langs, prefix=prefix, train_task="train",
                 train_language=train_lang)
+  if shuffle_buffer_size is not None:
+    family["shuffle_buffer_size"] = shuffle_buffer_size
   registry.register_pair(
       "pair", sources("pair", lambda paths, lang: xtreme_readers.pair_source(
           paths, PAIR_LABEL_IDS)),

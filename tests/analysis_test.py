@@ -13,6 +13,7 @@ from rembert_t5x import network
 from rembert_t5x.experiments import analysis
 from rembert_t5x.experiments import sweep
 from rembert_t5x.runner import train
+from tests import test_utils
 
 # Minutes, not seconds: `-m 'not slow'` leaves it out of a quick loop
 # (.ci/run runs everything).
@@ -59,7 +60,9 @@ def pretrained(tmp_path_factory):
   manifest = synthetic_tasks.prepare(
       str(root / "data"), corpus_sentences=300, pair_train=64, tag_train=64,
       qa_train=64, eval_examples=16)
-  names = synthetic_tasks.register_synthetic(manifest, prefix="analysistest_")
+  names = synthetic_tasks.register_synthetic(
+      manifest, prefix="analysistest_",
+      shuffle_buffer_size=test_utils.TINY_SHUFFLE_BUFFER)
   configs.parse_gin([])
   train.train(str(root / "pre"), model=models.RemBertMLMModel(
       network.RemBertForMaskedLM(CONFIG), max_predictions_per_seq=16),

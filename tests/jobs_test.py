@@ -3,6 +3,7 @@
 reproduction tests run it at experiment scale)."""
 
 import pytest
+import seqio
 
 from rembert_t5x import configs
 from rembert_t5x import models
@@ -34,9 +35,12 @@ def test_one_seed_names_the_run_and_every_checkpoint_is_kept():
   assert _job(steps=10, checkpoint_period=3).saved_steps() == 4
   assert args["keep_checkpoints"] >= 4
   assert args["log_period"] == 10 and args["progress_bar"] is False
+  assert args["checkpoint_input_iterator"] is True
   end_only = jobs.train_arguments(_job(steps=10))
   assert end_only["checkpoint_period"] == 10
   assert end_only["init_checkpoint"] is None and end_only["pack"] is False
+  # Only a run checkpointed along the way saves its input iterator.
+  assert end_only["checkpoint_input_iterator"] is False
   assert jobs.train_arguments(_job(keep_checkpoints=1))["keep_checkpoints"] == 1
 
 
@@ -45,6 +49,16 @@ def pair_task(tmp_path_factory):
   return test_utils.register_tiny_synthetic(
       tmp_path_factory.mktemp("synthetic"), "jobstest_", pair_train=32,
       tag_train=8, qa_train=8, eval_examples=8)
+
+
+def test_register_synthetic_gives_every_task_the_buffer(pair_task):
+  """`register_synthetic(shuffle_buffer_size=...)` reaches the MLM, pair,
+  tag and QA tasks (training and per-language)."""
+  del pair_task
+  tasks = [n for n in seqio.TaskRegistry.names() if n.startswith("jobstest_")]
+  assert len(tasks) == 4 + 3 * 5  # MLM per language; train + 4 per family
+  assert {seqio.get_mixture_or_task(n).shuffle_buffer_size
+          for n in tasks} == {test_utils.TINY_SHUFFLE_BUFFER}
 
 
 def _pair_model():

@@ -95,6 +95,21 @@ def _check_mlm_batch(batch, vocab_size, ids=vocabulary.TRAINED_LAYOUT):
   assert (batch["targets"][starts] == ids.cls).all()
 
 
+def test_local_text_shuffle_buffer_reaches_every_task(corpus):
+  _, files, vocab = corpus
+  name = pretraining.register_local_text_mlm(
+      "test_mlm_buffer", files_by_lang=files, vocabulary=vocab,
+      shuffle_buffer_size=7)
+  sizes = {t.name: t.shuffle_buffer_size
+           for t in seqio.get_mixture_or_task(name).tasks}
+  assert sizes == {f"test_mlm_buffer_{lang}": 7 for lang in files}
+  default = pretraining.register_local_text_mlm(
+      "test_mlm_buffer", files_by_lang=files, vocabulary=vocab)
+  assert {t.shuffle_buffer_size
+          for t in seqio.get_mixture_or_task(default).tasks} == {
+              seqio.dataset_providers.SHUFFLE_BUFFER_SIZE}
+
+
 def test_local_text_task_end_to_end(corpus):
   tmp, files, vocab = corpus
   name = pretraining.register_local_text_mlm(

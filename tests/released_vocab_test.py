@@ -62,8 +62,9 @@ def data(tmp_path_factory):
 
 
 def _register(data, prefix, vocab):
-  names = synthetic_tasks.register_synthetic(data["manifest"], prefix=prefix,
-                                             vocabulary=vocab)
+  names = synthetic_tasks.register_synthetic(
+      data["manifest"], prefix=prefix, vocabulary=vocab,
+      shuffle_buffer_size=test_utils.TINY_SHUFFLE_BUFFER)
   names["retrieval"] = retrieval.register_tatoeba_local(
       str(data["dir"]), vocabulary=vocab, prefix=prefix,
       languages={"qcy": "qcy"})[0]

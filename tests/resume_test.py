@@ -87,7 +87,8 @@ def setup(tmp_path_factory):
       pretraining.register_local_text_mlm(
           "resume_test_mlm", files_by_lang={files!r},
           vocabulary=vocabulary.RemBertVocabulary({spm!r}),
-          sequence_length=12)  # several sequences per packed row of 32
+          sequence_length=12,  # several sequences per packed row of 32
+          shuffle_buffer_size={test_utils.TINY_SHUFFLE_BUFFER})
       """))
   (tmp / "run.gin").write_text(RUN_GIN)
   return tmp

@@ -12,6 +12,7 @@ from rembert_t5x import network
 from rembert_t5x.experiments import sweep
 from rembert_t5x.runner import cli
 from rembert_t5x.runner import train
+from tests import test_utils
 from rembert_tasks import registry
 
 
@@ -237,7 +238,9 @@ def test_tiny_local_sweep_end_to_end(tmp_path):
   manifest = synthetic_tasks.prepare(
       str(tmp_path / "data"), corpus_sentences=300, pair_train=64,
       tag_train=64, qa_train=64, eval_examples=16)
-  names = synthetic_tasks.register_synthetic(manifest, prefix="sweeptest_")
+  names = synthetic_tasks.register_synthetic(
+      manifest, prefix="sweeptest_",
+      shuffle_buffer_size=test_utils.TINY_SHUFFLE_BUFFER)
   configs.parse_gin([])
   train.train(str(tmp_path / "pre"), model=models.RemBertMLMModel(
       network.RemBertForMaskedLM(CONFIG), max_predictions_per_seq=16),

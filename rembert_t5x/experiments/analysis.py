@@ -24,6 +24,7 @@ of words (first sub-tokens) for `tag`, mean-pooled sequences for `pair`.
 """
 
 import dataclasses
+import functools
 import json
 import pathlib
 import time
@@ -69,17 +70,34 @@ def layer_features(config: network.RemBertConfig, pretrained, num_layers: int,
   config needs at least one layer, so it is read from a one-layer encoder's
   captured intermediates.
   """
-  module = network.RemBertEncoder(layer_config(config, max(num_layers, 1)))
   params = encoder_params(pretrained, max(num_layers, 1))
   inputs = (batch["input_tokens"], batch["token_types"], batch["segment_ids"],
             batch["positions"])
-  if num_layers:
-    return np.asarray(module.apply({"params": params}, *inputs))
   first = "embedding_projection" if "embedding_projection" in params else "embeddings"
-  _, state = module.apply(
-      {"params": params}, *inputs,
-      capture_intermediates=lambda mdl, _: mdl.name == first)
-  return np.asarray(state["intermediates"][first]["__call__"][0])
+  features = _features_fn(config, num_layers, first if not num_layers else None)
+  return np.asarray(features(params, *inputs))
+
+
+@functools.lru_cache(maxsize=None)
+def _features_fn(config: network.RemBertConfig, num_layers: int,
+                 capture: Optional[str]):
+  """The jitted `(params, *inputs) -> features` of one layer count.
+
+  One compiled program per (config, layer count), reused for every batch
+  and language (un-jitted, Flax dispatches every op of the encoder one by
+  one). `capture` names the module whose output is layer 0's features.
+  """
+  module = network.RemBertEncoder(layer_config(config, max(num_layers, 1)))
+
+  def features(params, *inputs):
+    if capture is None:
+      return module.apply({"params": params}, *inputs)
+    _, state = module.apply(
+        {"params": params}, *inputs,
+        capture_intermediates=lambda mdl, _: mdl.name == capture)
+    return state["intermediates"][capture]["__call__"][0]
+
+  return jax.jit(features)
 
 
 # --------------------------------------------------------------------------

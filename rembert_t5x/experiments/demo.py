@@ -100,15 +100,16 @@ class DemoSettings:
   # dev examples per language, one process) took ~25 minutes on an idle
   # 2-core machine (docs/DEMO_RESULTS.md has the measurements); `--full`
   # and the step flags run longer.
-  pretrain_steps: int = 800
+  pretrain_steps: int = 500
   finetune_steps: int = 100
   batch_size: int = 32
   pretrain_length: int = 64
   pretrain_learning_rate: float = 3e-3
   finetune_learning_rate: float = 5e-4
   # Sentence-pair comparison is learnt more slowly than tagging or QA: it
-  # gets more steps and a higher learning rate.
-  pair_finetune_steps: int = 150
+  # gets a higher learning rate (and had more steps, 150, before the
+  # 10-minute cut; docs/DEMO_RESULTS.md v5).
+  pair_finetune_steps: int = 100
   pair_finetune_learning_rate: float = 1e-3
   pretrain_seeds: int = 1
   finetune_seeds: int = 3

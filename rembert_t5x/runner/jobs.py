@@ -102,6 +102,11 @@ def train_arguments(job: TrainJob) -> Dict[str, Any]:
       keep_checkpoints=job.keep_checkpoints or job.saved_steps() + 1,
       log_period=max(1, min(job.log_period, job.steps)), seed=job.seed,
       data_seed=job.seed, init_checkpoint=job.init_checkpoint,
+      # A run that checkpoints only at its end is never resumed mid-way:
+      # the input iterator's state (its shuffle buffers, ~9 MB for the demo)
+      # would be written for nothing. A rerun with more steps still reads
+      # the same batches (the runner then skips the consumed ones).
+      checkpoint_input_iterator=job.checkpoint_period is not None,
       progress_bar=False)
 
 
