@@ -34,7 +34,6 @@ from typing import Mapping, Optional
 
 from absl import flags
 import gin
-import seqio
 
 from rembert_t5x import errors
 
@@ -69,6 +68,7 @@ def num_examples(task_name: str, split: str = "train") -> int:
       mixture is not defined), a missing split, or a source whose size can
       be neither read nor counted (e.g. a TFDS dataset not prepared yet).
   """
+  import seqio  # pylint: disable=g-import-not-at-top  (TensorFlow: ~8 s)
   if task_name in seqio.MixtureRegistry.names():
     raise errors.UserError(f"{task_name!r} is a mixture: epochs are counted on "
                         "one training task")

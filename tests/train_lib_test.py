@@ -181,3 +181,62 @@ def test_gradient_accumulation_gives_the_full_batch_gradient(accum):
   full_grad = flat(params) - flat(full.params)  # SGD at rate 1
   assert (np.linalg.norm(averaged - full_grad)
           > 0.05 * np.linalg.norm(full_grad))
+
+
+def test_init_and_step_programs_are_reused_per_model_object():
+  """A second run of one model object with the same settings (another seed)
+  reuses the traced init and train-step programs; another model object,
+  other optimiser settings or another mode build their own."""
+  from rembert_t5x import network  # pylint: disable=g-import-not-at-top
+  make = lambda: models.RemBertMLMModel(network.RemBertForMaskedLM(  # pylint: disable=unnecessary-lambda-assignment
+      test_utils.TINY_CONFIG))
+  model = make()
+  tx, schedule = train_lib.make_optimizer(1e-3, total_steps=10)
+  assert train_lib.make_optimizer(1e-3, total_steps=10) == (tx, schedule)
+  assert train_lib.make_optimizer(1e-3, total_steps=20)[1] is not schedule
+  mesh, rules = train_lib.make_mesh((1, 1)), train_lib.default_rules()
+  shapes = {"input_tokens": (2, 8)}
+  built = []
+  original = train_lib.jit_train_step
+
+  def counting_jit_train_step(*args, **kwargs):
+    built.append(1)
+    return original(*args, **kwargs)
+
+  train_lib.jit_train_step = counting_jit_train_step
+  try:
+    first, shardings = train_lib.init_train_state(
+        model, tx, jax.random.PRNGKey(0), shapes, mesh, rules)
+    again, _ = train_lib.init_train_state(
+        model, tx, jax.random.PRNGKey(0), shapes, mesh, rules)
+    other, _ = train_lib.init_train_state(
+        model, tx, jax.random.PRNGKey(1), shapes, mesh, rules)
+    for a, b in zip(jax.tree_util.tree_leaves(first.params),
+                    jax.tree_util.tree_leaves(again.params)):
+      np.testing.assert_array_equal(a, b)
+    assert any(not np.array_equal(a, b) for a, b in zip(
+        jax.tree_util.tree_leaves(first.params),
+        jax.tree_util.tree_leaves(other.params)))
+    step = train_lib.train_step_program(model, tx, schedule, shardings, mesh,
+                                        rules)
+    assert train_lib.train_step_program(
+        model, tx, schedule, shardings, mesh, rules) is step
+    assert len(built) == 1
+    for changed in (dict(model=make()), dict(skip_nonfinite=True),
+                    dict(tx_schedule=train_lib.make_optimizer(2e-3, 10))):
+      kwargs = dict(model=model, skip_nonfinite=False, tx_schedule=(tx, schedule))
+      kwargs.update(changed)
+      assert train_lib.train_step_program(
+          kwargs["model"], *kwargs["tx_schedule"], shardings, mesh, rules,
+          skip_nonfinite=kwargs["skip_nonfinite"]) is not step
+    assert len(built) == 4
+  finally:
+    train_lib.jit_train_step = original
+  state, metrics = step(first, {
+      "input_tokens": np.full((2, 8), 5, np.int32),
+      "token_types": np.zeros((2, 8), np.int32),
+      "segment_ids": np.ones((2, 8), np.int32),
+      "positions": np.tile(np.arange(8, dtype=np.int32), (2, 1)),
+      "targets": np.full((2, 8), 6, np.int32),
+      "weights": np.ones((2, 8), np.float32)}, jax.random.PRNGKey(0))
+  assert int(state.step) == 1 and np.isfinite(float(metrics["loss"]))

@@ -286,10 +286,9 @@ def train(
   # config (attention kernels join heads x head_dim).
   checkpoint_io.write_config(out_dir, model.config)
 
-  step_fn = train_lib.jit_train_step(
-      train_lib.make_train_step(model, tx, schedule, grad_accum_steps,
-                                skip_nonfinite=nonfinite == "skip"),
-      shardings, mesh, rules)
+  step_fn = train_lib.train_step_program(
+      model, tx, schedule, shardings, mesh, rules, grad_accum_steps,
+      skip_nonfinite=nonfinite == "skip")
   data = _input_iterator(
       functools.partial(inputs.make_dataset, model, mixture_or_task_name,
                         task_feature_lengths, batch_size, "train", data_seed,
