@@ -1,6 +1,6 @@
 r"""The offline demo: coupled vs decoupled embeddings, zero-shot transfer.
 
-  python -m rembert_t5x.experiments.demo --workdir /tmp/demo          # ~13 min on 2 idle cores
+  python -m rembert_t5x.experiments.demo --workdir /tmp/demo          # ~10 min on 2 idle cores
   python -m rembert_t5x.experiments.demo --workdir /tmp/demo --full   # 3 pre-training seeds
 
 On one CPU machine, with nothing downloaded:
@@ -94,11 +94,10 @@ NUM_CLASSES = {"pair": 2, "tag": len(synthetic.TAGS)}
 @dataclasses.dataclass
 class DemoSettings:
   """Sizes and seeds of one demo run (every field is a command-line flag)."""
-  # Cut toward 10 minutes on 2 idle cores, with the two variants in two
-  # worker processes; measured: 13 min 25 s (docs/DEMO_RESULTS.md v3, where
-  # the time goes). The previous defaults (1,500 / 300 / 150 steps, 1,000
-  # dev examples per language, one process) took ~25 minutes on an idle
-  # 2-core machine (docs/DEMO_RESULTS.md has the measurements); `--full`
+  # Within 10 minutes on 2 idle cores, with the two variants in two worker
+  # processes: measured 9 min 49 s (docs/DEMO_RESULTS.md v6; v3-v5 show
+  # what each cut saved). The earlier defaults (1,500 / 300 / 150 steps,
+  # 1,000 dev examples per language, one process) took ~25 minutes; `--full`
   # and the step flags run longer.
   pretrain_steps: int = 500
   finetune_steps: int = 100
