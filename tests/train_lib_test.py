@@ -222,13 +222,16 @@ def test_init_and_step_programs_are_reused_per_model_object():
     assert train_lib.train_step_program(
         model, tx, schedule, shardings, mesh, rules) is step
     assert len(built) == 1
-    for changed in (dict(model=make()), dict(skip_nonfinite=True),
-                    dict(tx_schedule=train_lib.make_optimizer(2e-3, 10))):
-      kwargs = dict(model=model, skip_nonfinite=False, tx_schedule=(tx, schedule))
-      kwargs.update(changed)
-      assert train_lib.train_step_program(
-          kwargs["model"], *kwargs["tx_schedule"], shardings, mesh, rules,
-          skip_nonfinite=kwargs["skip_nonfinite"]) is not step
+    # Another model object, another nonfinite mode, other optimiser
+    # settings: each builds its own step.
+    other_tx, other_schedule = train_lib.make_optimizer(2e-3, 10)
+    assert train_lib.train_step_program(
+        make(), tx, schedule, shardings, mesh, rules) is not step
+    assert train_lib.train_step_program(
+        model, tx, schedule, shardings, mesh, rules,
+        skip_nonfinite=True) is not step
+    assert train_lib.train_step_program(
+        model, other_tx, other_schedule, shardings, mesh, rules) is not step
     assert len(built) == 4
   finally:
     train_lib.jit_train_step = original

@@ -51,7 +51,7 @@ from rembert_t5x.runner import io_utils
 # The vocabulary module imports seqio and TensorFlow (~8 s of CPU): imported
 # only by the conversions that read a vocabulary, so `--help`, the error
 # paths and conversions without one start in ~2 s.
-VOCABULARY_FILENAME = "sentencepiece.model"  # = VOCABULARY_FILENAME
+VOCABULARY_FILENAME = "sentencepiece.model"  # = vocabulary.VOCABULARY_FILENAME (tested)
 
 
 def _vocabulary_module():
