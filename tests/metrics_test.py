@@ -201,6 +201,8 @@ def test_qa_scores_errors():
     ("the भारत।", "hi", "the भारत"),  # no Hindi articles; danda is P*
     ("2008年北京，奥运会", "zh", "2008 年 北 京 奥 运 会"),
     ("Café", "en", "café"),  # accents are kept
+    # ASCII symbols (category S) are deleted too; other symbols are kept.
+    ("$5 + 3 €", "en", "5 3 €"),
 ])
 def test_mlqa_normalize(text, lang, expected):
   assert metrics.mlqa_normalize(text, lang) == expected
