@@ -10,6 +10,7 @@ One file (or folder) per language; the language code comes from the name
 
 from absl import flags
 
+from rembert_t5x.data import pieces
 from rembert_t5x.data import text_sources
 from rembert_t5x.runner import cli
 
@@ -37,10 +38,9 @@ def _define_flags(fv: flags.FlagValues) -> None:
 def _main(fv: flags.FlagValues) -> str:
   files_by_lang = text_sources.find_language_files(
       input_dir=fv.input_dir, input_glob=fv.input_glob)
-  # Imported once the input is found: it brings TensorFlow and seqio
-  # (~10 s), which a missing folder or a typo should not wait for.
-  from rembert_t5x.data import vocabulary  # pylint: disable=g-import-not-at-top
-  return vocabulary.train_sentencepiece(
+  # `pieces`, not `vocabulary`: training needs SentencePiece only, not the
+  # TensorFlow and seqio `vocabulary` imports (~10 s of start-up).
+  return pieces.train_sentencepiece(
       files_by_lang,
       model_prefix=fv.model_prefix,
       vocab_size=fv.vocab_size,

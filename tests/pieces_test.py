@@ -1,0 +1,41 @@
+"""`rembert_t5x.data.pieces`: importable without TensorFlow, re-exported by
+`vocabulary` (its training and layouts are tested in vocabulary_test.py)."""
+
+import os
+import subprocess
+import sys
+
+from rembert_t5x.data import pieces
+from rembert_t5x.data import vocabulary
+from tests import test_utils
+
+
+def test_vocabulary_re_exports_the_same_objects():
+  for name in ("PAD_ID", "SPECIAL_PIECES", "SpecialIds", "TRAINED_LAYOUT",
+               "RELEASED_LAYOUT", "VOCABULARY_FILENAME", "read_special_ids",
+               "prenormalize", "alpha_sampling_rates", "sample_sentences",
+               "train_sentencepiece"):
+    assert getattr(vocabulary, name) is getattr(pieces, name), name
+
+
+def test_training_a_vocabulary_needs_no_tensorflow(tmp_path):
+  """scripts/train_vocab.py's import path: SentencePiece only (~1 s, not
+  the ~10 s of TensorFlow + seqio); it trains a model with the layout."""
+  corpus = tmp_path / "sw.txt"
+  corpus.write_text("habari ya asubuhi rafiki\n" * 40, "utf-8")
+  code = (
+      "import sys\n"
+      "from rembert_t5x.data import pieces\n"
+      f"path = pieces.train_sentencepiece({{'sw': [{str(corpus)!r}]}}, "
+      f"{str(tmp_path / 'v')!r}, vocab_size=16)\n"
+      "print(path, sorted(m for m in ('tensorflow', 'seqio', 'jax') "
+      "if m in sys.modules))\n")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                       text=True, timeout=120, cwd=test_utils.REPO_ROOT,
+                       env={**os.environ,
+                            "PYTHONPATH": str(test_utils.REPO_ROOT)},
+                       check=False)
+  assert out.returncode == 0, out.stderr[-2000:]
+  assert out.stdout.split() == [f"{tmp_path / 'v'}.model", "[]"]
+  assert vocabulary.RemBertVocabulary(
+      f"{tmp_path / 'v'}.model").special_ids == pieces.TRAINED_LAYOUT
