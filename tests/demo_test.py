@@ -1,6 +1,5 @@
 """The offline demo end to end, at a few steps per stage (a smoke run)."""
 
-import dataclasses
 import json
 
 import pytest
@@ -64,12 +63,14 @@ def test_demo_reports_seeds_error_bars_and_a_verdict(tmp_path):
   assert again["runs"] == results["runs"]
   assert "finetune" not in again["timing"]["stages"]
   assert again["timing"]["jobs"] == 0
-  # A lost record is run again, here in this process (jobs=1), and only it.
+  # A lost record is run again, and only it: one variant left, so in this
+  # process although jobs=2 (no worker started for the other variant).
   lost = tmp_path / "decoupled" / "qa-0-1" / "demo_run.json"
   lost.unlink()
-  third = demo.run(str(tmp_path), dataclasses.replace(settings, jobs=1),
-                   log=lambda _: None)
+  assert settings.jobs == 2
+  third = demo.run(str(tmp_path), settings, log=lambda _: None)
   assert lost.exists() and third["timing"]["jobs"] == 1
+  assert not list((tmp_path / "timing").glob("worker-*.json"))
   assert "pretrain" not in third["timing"]["stages"]
   assert [r["variant"] for r in third["runs"]] == [
       r["variant"] for r in results["runs"]]

@@ -35,7 +35,7 @@ their printed error bars.
 
 The two variants run side by side in `--jobs` (default 2) worker processes:
 one tiny model's training does not keep two cores busy. `--jobs 1` runs
-everything in this process.
+everything in this process, as does a resumed run with one variant left.
 
 The demo resumes: a pre-training or fine-tuning run whose record
 (`demo_mlm.json`, `demo_run.json`) is in the work directory is not rerun, so
@@ -216,10 +216,10 @@ def run(workdir: str, settings: DemoSettings = DemoSettings(),
         log: Callable[[str], None] = print) -> Dict[str, Any]:
   """Runs the whole demo under `workdir`; returns the results record.
 
-  The data are made here; the variants' runs go to `settings.jobs` worker
-  processes (variant i to worker i mod jobs), or
-  run in this process with `jobs=1`; the tables are built from the records
-  the runs leave in `workdir`.
+  The data are made here; the variants with runs left go to
+  min(`settings.jobs`, their number) worker processes (the i-th to worker
+  i mod workers), or run in this process when that is one; the tables are
+  built from the records the runs leave in `workdir`.
   """
   settings.check()
   out = pathlib.Path(workdir)
@@ -230,8 +230,9 @@ def run(workdir: str, settings: DemoSettings = DemoSettings(),
   with clock.stage("data"):
     manifest, names = _prepare(out, settings)
     chance = synthetic_baselines.chance_levels(manifest["dir"], split="dev")
-  todo = [v for v in VARIANTS if not _variant_done(out, v, settings)]
-  workers = min(settings.jobs, len(VARIANTS))
+  todo = _todo(out, settings)
+  # No idle workers: a resumed run with one variant left runs in this process.
+  workers = min(settings.jobs, len(todo))
   timing_dir = out / "timing"
   if timing_dir.exists():
     shutil.rmtree(timing_dir)  # stage times of this call only
@@ -251,7 +252,7 @@ def run(workdir: str, settings: DemoSettings = DemoSettings(),
   results = _collect(out, settings, manifest, chance)
   results.update(analyse(results))
   results["timing"] = clock.totals()
-  results["timing"]["jobs"] = workers if todo else 0
+  results["timing"]["jobs"] = workers
   _write(out, results)
   log(f"{clock()} wrote {out / 'results.md'}")
   return results
@@ -294,6 +295,12 @@ def _records(settings: DemoSettings, out: pathlib.Path, variant: str):
 def _variant_done(out: pathlib.Path, variant: str,
                   settings: DemoSettings) -> bool:
   return all(path.exists() for *_, path in _records(settings, out, variant))
+
+
+def _todo(out: pathlib.Path, settings: DemoSettings) -> List[str]:
+  """The variants with a run left, in `VARIANTS` order (the workers split
+  this list: the parent and every worker compute it from the same records)."""
+  return [v for v in VARIANTS if not _variant_done(out, v, settings)]
 
 
 def _run_variant(out: pathlib.Path, variant: str, settings: DemoSettings,
@@ -384,14 +391,16 @@ def _collect(out: pathlib.Path, settings: DemoSettings,
 
 def work(out: pathlib.Path, settings: DemoSettings, worker: int,
          workers: int) -> None:
-  """Worker `worker` of `workers`: runs its variants (every `workers`-th),
-  then writes its stage times to `<out>/timing/worker-<i>.json`."""
+  """Worker `worker` of `workers`: runs its variants (every `workers`-th of
+  those with runs left), then writes its stage times to
+  `<out>/timing/worker-<i>.json`."""
   clock = _Clock()
   log = lambda m: print(f"[worker {worker}] {m}", flush=True)  # pylint: disable=unnecessary-lambda-assignment
+  todo = _todo(out, settings)
   manifest, names = _prepare(out, settings)
   evaluations = runner_jobs.Evaluations()
   with compilation_cache(out / "xla_cache"):
-    for i, variant in enumerate(VARIANTS):
+    for i, variant in enumerate(todo):
       if i % workers == worker:
         _run_variant(out, variant, settings, names,
                      manifest["train_language"], evaluations, clock, log)
