@@ -16,10 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-
-from rembert_t5x.convert import checkpoint_conversion as cc  # pylint: disable=g-import-not-at-top
+from rembert_t5x.convert import checkpoint_conversion as cc
 from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x.convert import checkpoint_io
@@ -30,6 +27,9 @@ from rembert_t5x.runner import train
 from tests import checkpoint_conversion_test as table_test
 from tests import network_hf_parity_test as parity
 from tests import test_utils
+
+torch = test_utils.LazyModule("torch")
+transformers = test_utils.LazyModule("transformers")
 
 jax.config.update("jax_default_matmul_precision", "highest")
 CFG = test_utils.TINY_CONFIG

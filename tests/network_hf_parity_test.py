@@ -12,15 +12,19 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-
-from rembert_t5x.convert import checkpoint_conversion as cc  # pylint: disable=g-import-not-at-top
+from rembert_t5x.convert import checkpoint_conversion as cc
 from rembert_t5x import network
 from tests import test_utils
 
+torch = test_utils.LazyModule("torch")
+transformers = test_utils.LazyModule("transformers")
+
 jax.config.update("jax_default_matmul_precision", "highest")
-torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_torch_thread():
+  torch.set_num_threads(1)
 TOL = 1e-5
 BATCH, LENGTH = 3, 11
 

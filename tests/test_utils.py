@@ -107,6 +107,25 @@ def write_hf_tokenizer_files(model_file: str, directory) -> pathlib.Path:
   return directory
 
 
+class LazyModule:
+  """A module imported on first attribute use, skipping the test if absent.
+
+  For torch and transformers (~3 s): every xdist worker collects every test
+  module, so a module-level import is paid by workers that never run the
+  tests needing it.
+  """
+
+  def __init__(self, name: str):
+    self._name = name
+
+  def __getattr__(self, attribute):
+    if attribute.startswith("__"):
+      # pytest's collection asks every module-level object for `__test__`
+      # and the like: answering must not import.
+      raise AttributeError(attribute)
+    return getattr(pytest.importorskip(self._name), attribute)
+
+
 def shared_data_dir(name: str) -> pathlib.Path:
   """Returns ../shared/data/<name>; fails in CI and skips elsewhere if absent."""
   path = SHARED_DATA / name

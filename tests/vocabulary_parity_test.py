@@ -28,7 +28,7 @@ from rembert_t5x.data import xtreme_preprocessors as xp
 from rembert_tasks import retrieval
 from tests import test_utils
 
-transformers = pytest.importorskip("transformers")
+transformers = test_utils.LazyModule("transformers")
 
 XQUAD_LANGS = ("ar", "de", "el", "en", "es", "hi", "ro", "ru", "th", "tr",
                "vi", "zh")
