@@ -2,7 +2,9 @@
 the input iterator's state saved beside the checkpoints and restored."""
 
 import functools
+import gc
 import logging
+import weakref
 
 import numpy as np
 import pytest
@@ -149,3 +151,17 @@ def test_a_state_that_cannot_be_written_is_one_user_error(task, tmp_path):
   with pytest.raises(errors.UserError, match=(
       r"input iterator state .*input_iterator/2: cannot write it: ")):
     input_checkpoints.save(data, tmp_path, 2)
+
+
+def test_close_stops_the_pipeline_without_the_garbage_collector(task):
+  data = _make(task)()
+  next(data)
+  pipeline = weakref.ref(data._iterator)  # pylint: disable=protected-access
+  gc.disable()
+  try:
+    data.close()
+    assert pipeline() is None and data.closed
+  finally:
+    gc.enable()
+  with pytest.raises(StopIteration):
+    next(data)

@@ -208,14 +208,17 @@ def _resume_from_step_8(setup, reference, model_dir, monkeypatch,
 
   def recording_make_dataset(*args, **kwargs):
     data = make_dataset(*args, **kwargs)
-    built.append(data.skip_batches)
+    built.append(data)
     return data
 
   monkeypatch.setattr(inputs, "make_dataset", recording_make_dataset)
   monkeypatch.syspath_prepend(str(setup))
   _train_in_process(setup, model_dir)
   _assert_same_metrics(_metrics(model_dir), reference[1], range(1, STEPS + 1))
-  return built
+  # The run's pipeline stopped when the run did (not at a later garbage
+  # collection).
+  assert built[-1].closed
+  return [data.skip_batches for data in built]
 
 
 def test_resume_restores_the_iterator_and_reads_no_batch_again(

@@ -150,10 +150,13 @@ def _examples(task: sweep.TaskSpec, task_name: str, split: str, limit: int,
                             batch_size=1, split=split, seed=0, pack=False,
                             shuffle=False, num_epochs=1)
   batches = []
-  for i, b in enumerate(data):
-    if i >= limit:
-      break
-    batches.append(b)
+  try:
+    for i, b in enumerate(data):
+      if i >= limit:
+        break
+      batches.append(b)
+  finally:
+    data.close()
   if not batches:
     raise errors.UserError(f"task {task_name}, split {split}: no examples")
   return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}

@@ -358,6 +358,7 @@ def train(
       bar.update(1)
   finally:
     bar.close()
+    data.close()
     mngr.wait_until_finished()
     log.close()
   return last
