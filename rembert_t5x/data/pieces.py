@@ -31,7 +31,6 @@ SPECIAL_PIECES = (PAD_PIECE, UNK_PIECE, CLS_PIECE, SEP_PIECE, MASK_PIECE)
 VOCABULARY_FILENAME = "sentencepiece.model"
 
 
-
 @dataclasses.dataclass(frozen=True)
 class SpecialIds:
   """The ids of the five special pieces in one vocabulary."""
