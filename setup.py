@@ -19,7 +19,8 @@ GIN_PACKAGES = ["rembert_t5x.gin_configs"] + [
     and d.name != "__pycache__"]
 
 setuptools.setup(
-    packages=["rembert_t5x", "rembert_t5x.data", "rembert_t5x.runner",
+    packages=["rembert_t5x", "rembert_t5x.common", "rembert_t5x.data",
+              "rembert_t5x.runner",
               "rembert_t5x.convert", "rembert_t5x.experiments",
               "rembert_tasks"] + GIN_PACKAGES,
     # `tasks/` installs under a unique import name so it cannot collide with

@@ -18,15 +18,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from rembert_t5x import configs
+from rembert_t5x.data import pieces
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x.data import vocabulary as vocab_lib
 from rembert_t5x.runner import train_lib
-
-# The FLOP model lives in a module with no data-pipeline imports (it also
-# serves benchmarks/accelerator_step.py on bare accelerator machines).
-from benchmarks.flops import forward_matmul_flops  # pylint: disable=unused-import
-from benchmarks.flops import train_step_flops  # pylint: disable=unused-import
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEFAULT_CONFIG = "gin_configs/models/paper/table3_ein128_eout768.gin"
@@ -108,7 +103,7 @@ def synthetic_mlm_batch(batch: int, seq_len: int, vocab_size: int,
   our trained vocabularies (`vocabulary.TRAINED_LAYOUT`, 0-4).
   """
   rng = np.random.default_rng(seed)
-  special = vocab_lib.TRAINED_LAYOUT
+  special = pieces.TRAINED_LAYOUT
   first_ordinary = max(special.as_tuple()) + 1
   n = seq_len - 2
   targets = rng.integers(first_ordinary, vocab_size,

@@ -26,8 +26,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import numpy as np  # pylint: disable=g-import-not-at-top
 
 from benchmarks import common  # pylint: disable=g-import-not-at-top
-from rembert_t5x import feature_converters  # pylint: disable=g-import-not-at-top
+from rembert_t5x.data import pieces  # pylint: disable=g-import-not-at-top
 from rembert_t5x.data import vocabulary as vocab_lib  # pylint: disable=g-import-not-at-top
+from rembert_t5x import feature_converters  # pylint: disable=g-import-not-at-top
 
 DEFAULT_DATA = common.REPO_ROOT.parent / "shared" / "data" / "tatoeba"
 
@@ -72,7 +73,7 @@ def run(config: str = common.DEFAULT_CONFIG, batch: int = 8, seq_len: int = 128,
   cfg = common.load_config(config)
   with tempfile.TemporaryDirectory() as tmp:
     tick = time.perf_counter()
-    model_file = vocab_lib.train_sentencepiece(
+    model_file = pieces.train_sentencepiece(
         files, os.path.join(tmp, "spm"), vocab_size,
         max_sentences=max_sentences)
     spm_s = time.perf_counter() - tick

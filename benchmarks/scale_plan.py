@@ -20,7 +20,7 @@ parameter or batch is ever allocated. Per device it reports
   (donated) + temporaries),
 * which parameters stay replicated on the model axis, and why,
 * compile time, and the compiled FLOPs (`compiled.cost_analysis()`)
-  against our own matmul FLOP count (`common.train_step_flops`),
+  against our own matmul FLOP count (`flop_model.train_step_flops`),
 
 for pre-training (paper Table 14: batch 2048 x 512, AdamW; the MLM head at
 80 positions per row, as `pretrain_mlm.gin`) and a fine-tuning step (SQuAD
@@ -73,6 +73,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from benchmarks import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+from benchmarks import flops as flop_model
 from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x import partitioning
@@ -122,7 +123,7 @@ class Entry:
 
 # The default plan, chosen to finish in about 30 minutes on a shared 2-core
 # machine (one full-size compile: ~30 s of CPU, ~1.6 GB RSS; see
-# benchmarks/RESULTS.md). With 1-D parameter partitioning a device's memory
+# docs/PERFORMANCE.md). With 1-D parameter partitioning a device's memory
 # depends on the model axis and the rows per data shard, not on the number of
 # data shards, so every device count is compiled at model 2 and the larger
 # model axes once each; the three remat policies are compared at 8 devices
@@ -295,10 +296,10 @@ def compile_step(entry: Entry, cfg: network.RemBertConfig, batch: int,
                            p_shard, mesh, rules)
   vocab_rows = {cfg.vocab_size, cfg.padded_vocab_size}
   if kind == "pretrain":
-    ours = common.train_step_flops(cfg, batch, seq_len,
+    ours = flop_model.train_step_flops(cfg, batch, seq_len,
                                    settings["max_predictions"])
   else:  # the encoder (no MLM head, no pre-training-only layers)
-    ours = common.train_step_flops(
+    ours = flop_model.train_step_flops(
         dataclasses.replace(cfg, num_pretraining_only_layers=0), batch,
         seq_len, head_positions=0)
   out = {

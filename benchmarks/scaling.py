@@ -19,7 +19,7 @@ A point present in both sweeps is measured once. Points run one after the
 other (one model in memory at a time); inside each point the step and an
 XLA float32 `peak_n`^3 matmul are timed round robin, so each point's MFU
 uses a peak measured under that point's load. GFLOP/s come from the exact
-matmul FLOP count (`common.train_step_flops`); `attn_share` is the part of
+matmul FLOP count (`flop_model.train_step_flops`); `attn_share` is the part of
 those FLOPs in the attention score and context matmuls (4·T·H per token per
 layer, x3 for the step), the term that grows with T².
 """
@@ -37,6 +37,7 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from benchmarks import common  # pylint: disable=g-import-not-at-top
+from benchmarks import flops as flop_model
 
 
 def _ints(s: str) -> list[int]:
@@ -67,7 +68,7 @@ def measure_point(cfg, batch: int, seq_len: int, steps: int, warmup: int,
     raise RuntimeError(f"max_predictions_per_seq={k} dropped predictions")
   step_s = common.median(times["step"])
   peak = 2 * peak_n ** 3 / common.median(times["peak"])
-  flops = common.train_step_flops(cfg, batch, seq_len, k)
+  flops = flop_model.train_step_flops(cfg, batch, seq_len, k)
   del ours, dev_batch
   gc.collect()
   return {

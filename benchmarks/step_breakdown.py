@@ -20,6 +20,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import jax  # pylint: disable=g-import-not-at-top
 
 from benchmarks import common  # pylint: disable=g-import-not-at-top
+from benchmarks import flops as flop_model
 
 
 def run(config=common.DEFAULT_CONFIG, batch=8, seq_len=128, steps=4,
@@ -40,7 +41,7 @@ def run(config=common.DEFAULT_CONFIG, batch=8, seq_len=128, steps=4,
   times = common.time_interleaved(fns, {n: 1 for n in fns},
                                   {n: steps for n in fns})
   med = {n: common.median(t) for n, t in times.items()}
-  flops = common.forward_matmul_flops(cfg, batch, seq_len, k or seq_len)
+  flops = flop_model.forward_matmul_flops(cfg, batch, seq_len, k or seq_len)
   return {
       "config": config, "batch": batch, "seq_len": seq_len,
       "max_predictions_per_seq": k,

@@ -28,6 +28,7 @@ import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from benchmarks import common  # pylint: disable=g-import-not-at-top
+from benchmarks import flops as flop_model
 
 
 def hf_step_fn(cfg, batch: dict, seed: int = 0):
@@ -103,7 +104,7 @@ def run(config: str = common.DEFAULT_CONFIG, batch: int = 8, seq_len: int = 128,
 
   tokens = batch * seq_len
   ours_s = common.median(times["ours"])
-  ours_flops = common.train_step_flops(cfg, batch, seq_len, k)
+  ours_flops = flop_model.train_step_flops(cfg, batch, seq_len, k)
   result = {
       "config": config, "batch": batch, "seq_len": seq_len,
       "ours_tokens_per_s": tokens / ours_s,
@@ -122,14 +123,14 @@ def run(config: str = common.DEFAULT_CONFIG, batch: int = 8, seq_len: int = 128,
   }
   if not skip_hf:
     hf_s = common.median(times["hf"])
-    hf_flops = common.train_step_flops(cfg, batch, seq_len, seq_len)
+    hf_flops = flop_model.train_step_flops(cfg, batch, seq_len, seq_len)
     result.update(
         hf_tokens_per_s=tokens / hf_s, ratio=hf_s / ours_s, hf_step_s=hf_s,
         hf_step_flops=hf_flops, hf_flops_per_s=hf_flops / hf_s,
         hf_mfu_vs_xla_peak=hf_flops / hf_s / peak, torch_threads=threads)
   if also_no_gather:
     ng_s = common.median(times["ours_no_gather"])
-    ng_flops = common.train_step_flops(cfg, batch, seq_len, seq_len)
+    ng_flops = flop_model.train_step_flops(cfg, batch, seq_len, seq_len)
     result.update(
         ours_no_gather_tokens_per_s=tokens / ng_s, ours_no_gather_step_s=ng_s,
         ours_no_gather_mfu=ng_flops / ng_s / peak,

@@ -13,9 +13,12 @@ with the file's value.
 """
 
 import contextlib
+import dataclasses
 import difflib
+import json
 import logging
 import os
+import pathlib
 import re
 from typing import Optional, Sequence, Union
 
@@ -26,8 +29,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rembert_t5x import _moved
-from rembert_t5x import errors
+from rembert_t5x.common import errors
+from rembert_t5x.common import io_utils
 from rembert_t5x import gin_path
 from rembert_t5x import network
 from rembert_t5x import partitioning
@@ -66,30 +69,95 @@ def parse_gin(
   prefixes = list(search_paths or []) + gin_search_paths()
   for path in prefixes:
     gin.add_config_file_search_path(path)
-  with _quiet_gin_search():
+  # gin tries every relative path (a file or an `include`) against the
+  # working directory first, and then as a Python package on sys.path,
+  # which fails with a TypeError when a directory on sys.path holds
+  # gin_configs/ (a namespace package). Reading from the directory that
+  # holds gin_configs/ finds the includes first; the user's own relative
+  # files are made absolute before that.
+  gin_files = [os.path.abspath(f) if os.path.isfile(f) else f
+               for f in gin_files]
+  root = gin_path.find_search_root()
+  with _quiet_gin_search(), contextlib.chdir(root or os.getcwd()):
     for f in gin_files:
       try:
         gin.parse_config_file(f)
       except (ValueError, IOError, SyntaxError, KeyError) as e:
-        raise GinConfigError(f"gin file {f}: {_explain(e)}") from e
+        raise GinConfigError(f"gin file {f}: {errors.first_line(e)}") from e
       except TypeError as e:
-        # gin's second reader imports the path's folders as a Python
-        # package; a folder holding gin_configs/ on sys.path makes it a
-        # namespace package without a file, and gin fails on it.
         raise GinConfigError(
-            f"gin file {f}: gin could not search for it ({e}); a directory "
-            "holding gin_configs/ is on sys.path while the working directory "
-            "is elsewhere: run from that directory or name the file by its "
-            "absolute path") from e
+            f"gin file {f}: not found in the working directory or the gin "
+            f"search paths ({', '.join(prefixes)})") from e
   for b in bindings:
     try:
       gin.parse_config(b)
     except (ValueError, SyntaxError, KeyError) as e:
-      raise GinConfigError(f"gin binding {b!r}: {_explain(e)}") from e
+      raise GinConfigError(f"gin binding {b!r}: {_explain_binding(b, e)}"
+                           ) from e
   if bindings:
     _check_macros_are_used(gin_files, bindings, prefixes)
   if finalize:
     gin.finalize()
+
+
+_AMBIGUOUS = re.compile(r"Ambiguous selector '([\w.]+)', matches \[(.*)\]")
+_NO_MATCH = re.compile(r"No configurable matching (?:reference )?'@?([\w.]+)'")
+
+
+def _registered_selectors() -> list[str]:
+  """Every configurable's full name (module.name), `__main__` copies left out.
+
+  `python -m <module>` registers a module's configurables twice, under
+  `__main__` and under the module's own path; only the second is one a
+  binding should name.
+  """
+  # pylint: disable-next=protected-access
+  registry = gin.config._REGISTRY
+  return sorted(name for name, _ in registry.items()
+                if not name.startswith(("__main__.", "gin.")))
+
+
+def _shortest(selector: str) -> str:
+  """The shortest unambiguous way to write `selector` in a binding."""
+  # pylint: disable-next=protected-access
+  return gin.config._REGISTRY.minimal_selector(selector)
+
+
+def _explain_binding(binding: str, e: BaseException) -> str:
+  """gin's error for `binding`, with the names that would work.
+
+  An ambiguous or unknown configurable lists the names to write instead; a
+  bare word where gin expects a Python literal (`--gin.MODULE=rembert_tasks`)
+  says how to quote it.
+  """
+  message = str(e).strip().strip('"')
+  try:
+    ambiguous = _AMBIGUOUS.search(message)
+    if ambiguous:
+      matches = [m.strip(" '") for m in ambiguous.group(2).split(",")]
+      names = [f"{_shortest(m)} ({m})" for m in matches
+               if not m.startswith("__main__.")]
+      return (f"{ambiguous.group(1)!r} names several configurables; write "
+              f"one of: {', '.join(names)}")
+    missing = _NO_MATCH.search(message)
+    if missing:
+      wanted = missing.group(1)
+      known = _registered_selectors()
+      last = wanted.split(".")[-1]
+      same_name = [s for s in known if s.split(".")[-1] == last]
+      short = {_shortest(s): s for s in known}
+      close = same_name or [short[s] for s in difflib.get_close_matches(
+          wanted, list(short), n=3, cutoff=0.6)]
+      hint = (f"; did you mean {' or '.join(_shortest(s) for s in close)}?"
+              if close else "")
+      return f"no configurable named {wanted!r}{hint}"
+  except Exception:  # pylint: disable=broad-except
+    return errors.first_line(e)  # the registry's internals changed
+  if isinstance(e, SyntaxError) and "ast.Name" in message:
+    key, _, value = binding.partition("=")
+    return (f"{value.strip()!r} is not a Python literal: quote it: "
+            f"--gin.{key.strip()}=\"'{value.strip()}'\"")
+  return errors.first_line(e)
 
 
 class _GinSearchMiss(logging.Filter):
@@ -185,24 +253,6 @@ def _check_macros_are_used(gin_files: Sequence[str], bindings: Sequence[str],
         f"({hint})")
 
 
-def _first_line(e: BaseException) -> str:
-  return errors.first_line(e)
-
-
-_NO_MATCH = re.compile(r"No configurable matching (?:reference )?'@?([\w.]+)'")
-
-
-def _explain(e: BaseException) -> str:
-  """Gin's first line, or, for a configurable named by a module path that
-  moved in the package layout (issue 14), the new path to write instead."""
-  found = _NO_MATCH.search(str(e))
-  new = _moved.new_path(found.group(1)) if found else None
-  if new:
-    return (f"{found.group(1)} is now {new} (its module moved; update the "
-            "gin file)")
-  return _first_line(e)
-
-
 def config_from_gin(
     gin_file: Union[str, Sequence[str]], bindings: Sequence[str] = (),
     search_paths: Optional[Sequence[str]] = None,
@@ -215,7 +265,7 @@ def config_from_gin(
     return configurable()
   except (ValueError, TypeError) as e:  # TypeError: a required macro unset
     raise GinConfigError(
-        f"gin file {', '.join(gin_files)}: {_first_line(e)}") from e
+        f"gin file {', '.join(gin_files)}: {errors.first_line(e)}") from e
 
 
 def _param_count(module: flax.linen.Module, length: int = 8) -> int:
@@ -252,3 +302,34 @@ def count_parameters(config: network.RemBertConfig) -> dict[str, int]:
       "pretraining_params": _param_count(network.RemBertForMaskedLM(config)),
       "finetuning_params": _param_count(network.RemBertEncoder(config)),
   }
+
+
+# --- The config beside a checkpoint -------------------------------------------
+
+# Written into every MODEL_DIR (local runner, converters) so that readers
+# recover what parameter shapes cannot tell: the number of heads, LayerNorm
+# epsilon, dropout, the pad id, the pre-training-only layers.
+CHECKPOINT_CONFIG_FILE = "rembert_config.json"
+
+
+def write_checkpoint_config(out: pathlib.Path,
+                            config: network.RemBertConfig) -> None:
+  """Writes `config` as `out/rembert_config.json`, atomically."""
+  fields = dataclasses.asdict(config)
+  fields["dtype"] = str(np.dtype(fields["dtype"]))
+  fields["param_dtype"] = str(np.dtype(fields["param_dtype"]))
+  io_utils.atomic_write_text(pathlib.Path(out) / CHECKPOINT_CONFIG_FILE,
+                             json.dumps(fields, indent=2, sort_keys=True))
+
+
+def read_checkpoint_config(path: pathlib.Path) -> network.RemBertConfig:
+  """The `RemBertConfig` a `rembert_config.json` holds.
+
+  Raises:
+    errors.UserError: the file is unreadable or not a RemBertConfig.
+  """
+  fields = io_utils.read_json(path)
+  try:
+    return network.RemBertConfig(**fields)
+  except (TypeError, ValueError) as e:
+    raise errors.UserError(f"{path}: not a RemBertConfig: {e}") from e

@@ -15,6 +15,7 @@ nothing heavy, so `$(python -m rembert_t5x.gin_path)` costs ~50 ms.
 """
 
 import pathlib
+from rembert_t5x.common import cli
 from typing import Optional
 
 _PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
@@ -48,7 +49,6 @@ def search_root() -> pathlib.Path:
 def main(argv=None) -> None:
   # No flags of its own; absl's parser still answers --help and refuses
   # anything else with one line (exit 2), as every entry point does.
-  from rembert_t5x.runner import cli  # pylint: disable=g-import-not-at-top
   cli.run_main(lambda _: print(search_root()), argv, define=lambda fv: None,
                doc=__doc__, also=(FileNotFoundError,))
 

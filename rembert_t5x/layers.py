@@ -51,7 +51,7 @@ def zero_rows_from(init: Initializer, start: int, axis: int) -> Initializer:
 def cpu_forms() -> bool:
   """Whether to use the XLA:CPU-tuned forms below (default backend is CPU).
 
-  They were measured on CPU only (benchmarks/RESULTS.md); on GPU and TPU,
+  They were measured on CPU only (docs/PERFORMANCE.md); on GPU and TPU,
   where users train, the model uses the plain ops and leaves the layout to
   XLA. Both give the same values and gradients (tests/layers_test.py).
   """
@@ -94,7 +94,7 @@ def _vocab_matmul(x: Array, kernel: Array, bias: Array) -> Array:
   """`[n, e] x [e, v] + [v]` with gradients in CPU-friendly forms.
 
   Values and gradients are those of `x @ kernel + bias` (same products, only
-  the layout of the backward products differs); see benchmarks/RESULTS.md.
+  the layout of the backward products differs); see docs/PERFORMANCE.md.
   """
   return x @ kernel + bias
 
@@ -190,8 +190,12 @@ class Embed(nn.Module):
     )
 
   def __call__(self, ids: Array) -> Array:
-    # [batch, length] -> [batch, length, features]
-    return jnp.take(jnp.asarray(self.embedding, self.dtype), ids, axis=0)
+    # [batch, length] -> [batch, length, features]. jnp.take's default fills
+    # an out-of-range row with NaN, which silently poisons everything after
+    # it; the callers check lengths and vocabularies before the first step,
+    # so clipping only keeps a missed case finite.
+    return jnp.take(jnp.asarray(self.embedding, self.dtype), ids, axis=0,
+                    mode="clip")
 
   def attend(self, x: Array) -> Array:
     # [..., features] -> [..., num_embeddings]
@@ -245,7 +249,7 @@ def _attention_backend(implementation: str, dtype, dropout_active: bool) -> str:
     return "einsum"  # jax.nn.dot_product_attention has no dropout.
   if implementation == "auto":
     # cuDNN's fused attention runs only on NVIDIA GPUs and only in half
-    # precision; elsewhere our einsum form is as fast as XLA's (README).
+    # precision; elsewhere our einsum form is as fast as XLA's (docs/PERFORMANCE.md).
     half = jnp.dtype(dtype) in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16))
     return "cudnn" if half and jax.default_backend() == "gpu" else "einsum"
   return implementation

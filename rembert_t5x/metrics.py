@@ -20,6 +20,8 @@ import collections
 import contextlib
 import json
 import re
+from seqeval import metrics as seqeval_metrics
+from seqeval.metrics import sequence_labeling as seqeval_labeling
 import string
 import unicodedata
 import warnings
@@ -64,7 +66,6 @@ def extract_entities(labels: Sequence[str]) -> List[Tuple[str, int, int]]:
     [("PER", 0, 1), ("LOC", 3, 3)] (an I- without a B- opens an entity, as
     in conlleval).
   """
-  from seqeval.metrics import sequence_labeling as seqeval_labeling  # pylint: disable=g-import-not-at-top
   with _plain_tags_accepted():
     return seqeval_labeling.get_entities(list(labels))
 
@@ -75,7 +76,7 @@ def _plain_tags_accepted():
 
   seqeval is imported where it is used, not with this module: it brings
   scikit-learn (1.6 s of the 2.6 s this module took to import), which the
-  QA scorer (`scripts/evaluate_qa.py`) never needs.
+  QA scorer (`rembert-evaluate-qa`) never needs.
 
   XTREME scores UD-POS by handing plain UPOS tags ("NOUN") to seqeval
   (`pos_metric`); the warning would fire for every such tag.
@@ -109,7 +110,6 @@ def entity_f1(targets: Sequence[Sequence[str]],
       raise ValueError(
           f"entity_f1: sentence {i} has {len(gold)} gold labels but "
           f"{len(pred)} predicted labels.")
-  from seqeval import metrics as seqeval_metrics  # pylint: disable=g-import-not-at-top
   with _plain_tags_accepted():
     return float(seqeval_metrics.f1_score(
         [list(t) for t in targets], [list(p) for p in predictions],

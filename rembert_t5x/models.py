@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rembert_t5x import errors
+from rembert_t5x.common import errors
 from rembert_t5x import feature_converters
 from rembert_t5x import layer_stacking
 from rembert_t5x import network

@@ -26,6 +26,7 @@ import jax.numpy as jnp
 
 from rembert_t5x import layers
 from rembert_t5x import partitioning as axes
+from rembert_t5x.common import errors
 
 Array = jax.Array
 
@@ -207,6 +208,25 @@ def _layer_norm(config: RemBertConfig, axis_name: str, name=None):
       dtype=config.compute_dtype, param_dtype=config.weight_dtype, name=name)
 
 
+def check_length(config: RemBertConfig, length: int) -> None:
+  """Refuses sequences longer than the position table, before any step runs.
+
+  The encoder calls it while tracing (shapes are static), so every path
+  (train, eval, infer, retrieval; T5X or the local runner) stops here
+  instead of reading positions past the table.
+
+  Raises:
+    errors.UserError: `length` > `config.max_position_embeddings`.
+  """
+  if length > config.max_position_embeddings:
+    raise errors.UserError(
+        f"sequences of {length} tokens are longer than the model's position "
+        f"table ({config.max_position_embeddings} rows, gin macro "
+        "MAX_POSITION_EMBEDDINGS of the model file): set the run's "
+        "TASK_FEATURE_LENGTHS (or the task length flag) to at most "
+        f"{config.max_position_embeddings}")
+
+
 class Embeddings(nn.Module):
   """Word + position + token-type embeddings of width E_in, then LayerNorm."""
 
@@ -378,6 +398,7 @@ class RemBertEncoder(nn.Module):
       `[batch, length, emb_dim]` hidden states of the last layer.
     """
     cfg = self.config
+    check_length(cfg, input_tokens.shape[-1])
     if token_types is None:
       token_types = jnp.zeros_like(input_tokens)
     if segment_ids is None:

@@ -67,7 +67,7 @@ def clip_by_global_norm(max_norm: float) -> optax.GradientTransformation:
   multiplication by a scalar so that XLA fuses it into the Adam moment
   updates instead of materialising a clipped copy of every gradient first:
   the update is ~1.7x faster on CPU at 193M parameters
-  (benchmarks/RESULTS.md, v3). Being the same function, it is used on every
+  (docs/PERFORMANCE.md). Being the same function, it is used on every
   backend.
   """
 

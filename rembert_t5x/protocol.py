@@ -35,7 +35,8 @@ from typing import Mapping, Optional
 from absl import flags
 import gin
 
-from rembert_t5x import errors
+from rembert_t5x.common import cli
+from rembert_t5x.common import errors
 
 # Paper §4 / Table 15: every task is fine-tuned for 3 epochs.
 EPOCHS = 3
@@ -68,7 +69,9 @@ def num_examples(task_name: str, split: str = "train") -> int:
       mixture is not defined), a missing split, or a source whose size can
       be neither read nor counted (e.g. a TFDS dataset not prepared yet).
   """
-  import seqio  # pylint: disable=g-import-not-at-top  (TensorFlow: ~8 s)
+  # Deferred: seqio imports TensorFlow (seconds), which `protocol --help`
+  # does not need.
+  import seqio  # pylint: disable=g-import-not-at-top
   if task_name in seqio.MixtureRegistry.names():
     raise errors.UserError(f"{task_name!r} is a mixture: epochs are counted on "
                         "one training task")
@@ -144,6 +147,7 @@ def read_metrics_jsonl(metrics_dir: str, task_name: str
   The logger appends one line per evaluation; a step evaluated twice keeps
   its last line.
   """
+  # Deferred: TensorFlow takes seconds to import; only file reads need it.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   path = os.path.join(metrics_dir, f"{task_name}-metrics.jsonl")
   if not tf.io.gfile.exists(path):
@@ -177,6 +181,7 @@ def select_checkpoint(metrics_dir: str, task_name: str,
   Returns:
     (checkpoint path, step, {step: score} of the candidates).
   """
+  # Deferred: TensorFlow takes seconds to import; only file reads need it.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   metrics = read_metrics_jsonl(metrics_dir, task_name)
   scores = {}
@@ -229,7 +234,6 @@ def _select(fv: flags.FlagValues) -> None:
 def main(argv=None) -> None:
   # The command line lives with the runner; protocol is core, so import it
   # only when run as a command.
-  from rembert_t5x.runner import cli  # pylint: disable=g-import-not-at-top
   cli.run_command({
       "steps": ("print the fine-tuning steps", _define_steps, _steps),
       "select": ("print the best checkpoint's path", _define_select, _select),

@@ -27,8 +27,6 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from rembert_t5x.data import xtreme_readers
-
 # Retrieval `targets[0]`: which side of a parallel corpus a sentence is on.
 SIDE_SOURCE = 0   # the non-English sentence
 SIDE_ENGLISH = 1
@@ -213,28 +211,31 @@ def _unify(rows: Sequence[Tuple[str, str]], embeddings: Dict[int, np.ndarray],
           [ids[s] for s in order])
 
 
-class BuccMetric:
-  """seqio metric fn for BUCC: mines pairs from embeddings, scores vs gold.
+def bucc_metric(targets, predictions,
+                rows: Sequence[Sequence[Tuple[str, str]]],
+                gold: Any, paths: Sequence[str], k: int = 4,
+                threshold: Optional[float] = None) -> Dict[str, float]:
+  """BUCC F1 from a task's (side, index) targets and sentence embeddings.
 
-  Targets are (side, index) with index the row of the sentence in its BUCC
-  file; the files are read when the metric is computed, to map rows back to
-  BUCC ids and to load the gold pairs.
+  Args:
+    targets: (side, index) per sentence; index is the sentence's row in its
+      BUCC file.
+    predictions: the sentence embeddings, in the order of `targets`.
+    rows: the (sentence_id, sentence) rows of the source and the English
+      file, in that order.
+    gold: the gold (source_id, english_id) pairs.
+    paths: the two files, for error messages.
+    k: neighbours of the ratio margin.
+    threshold: a fixed margin threshold; None takes the best on the gold.
+
+  Returns:
+    {"precision", "recall", "f1", "threshold"} as `bucc_f1` gives them.
   """
-
-  def __init__(self, source_path: str, english_path: str, gold_path: str,
-               k: int = 4, threshold: Optional[float] = None):
-    self.paths = (source_path, english_path)
-    self.gold_path = gold_path
-    self.k = k
-    self.threshold = threshold
-
-  def __call__(self, targets, predictions) -> Dict[str, float]:
-    sides = _group_by_side(targets, predictions)
-    unified = [_unify(xtreme_readers.read_bucc_sentences(path), side, path)
-               for path, side in zip(self.paths, sides)]
-    (source, source_ids), (english, english_ids) = unified
-    named = [(source_ids[i], english_ids[j], score)
-             for i, j, score in margin_candidates(source, english, self.k)
-             if source_ids[i] is not None and english_ids[j] is not None]
-    return bucc_f1(named, xtreme_readers.read_bucc_gold(self.gold_path),
-                   self.threshold)
+  sides = _group_by_side(targets, predictions)
+  unified = [_unify(side_rows, side, path)
+             for side_rows, side, path in zip(rows, sides, paths)]
+  (source, source_ids), (english, english_ids) = unified
+  named = [(source_ids[i], english_ids[j], score)
+           for i, j, score in margin_candidates(source, english, k)
+           if source_ids[i] is not None and english_ids[j] is not None]
+  return bucc_f1(named, gold, threshold)

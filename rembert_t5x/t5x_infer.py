@@ -377,7 +377,7 @@ def verify_task_vocabulary(dataset_cfg: Any, model: Any) -> None:
     model: a `rembert_t5x.models` model.
 
   Raises:
-    rembert_t5x.errors.UserError: naming the task and both sizes.
+    rembert_t5x.common.errors.UserError: naming the task and both sizes.
   """
   if getattr(dataset_cfg, "module", None):
     importlib.import_module(dataset_cfg.module)

@@ -62,6 +62,7 @@ def explicit_mesh(model_parallelism: int = 1,
 @functools.lru_cache(maxsize=None)
 def _partitioner_class():
   """Builds the PjitPartitioner subclass on first use (imports t5x)."""
+  # Deferred: t5x is optional (not on PyPI).
   from t5x import partitioning as t5x_partitioning  # pylint: disable=g-import-not-at-top
 
   class ExplicitMeshPjitPartitioner(t5x_partitioning.PjitPartitioner):

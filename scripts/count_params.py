@@ -1,27 +1,10 @@
-r"""Prints pre-training and fine-tuning parameter counts of a model gin file.
+"""`rembert-count-params` from a checkout: runs `rembert_t5x.count_params`.
 
-  python scripts/count_params.py --gin_file=gin_configs/models/paper/rembert.gin \
-      [--gin.NUM_LAYERS=4] [--gin_bindings='NUM_HEADS = 8'] [--gin_search_paths=DIR]
-
-prints one JSON line {"pretraining_params": N, "finetuning_params": M},
-counted from the initialised parameter tree (shapes only, via jax.eval_shape).
-Flags are T5X's gin flags (`rembert_t5x.runner.cli.define_gin_flags`): `--gin.KEY=VALUE` is the
-binding `KEY = VALUE`; a user error is one `error: ...` line and exit code 2.
+After `pip install` the same tool is the console script `rembert-count-params`
+(and `python -m rembert_t5x.count_params`); see its module docstring for the flags.
 """
 
-import json
-
-from absl import flags
-
-from rembert_t5x import configs
-from rembert_t5x.runner import cli
-
-
-def main(fv: flags.FlagValues) -> None:
-  config = configs.config_from_gin(fv.gin_file, fv.gin_bindings,
-                                   search_paths=fv.gin_search_paths)
-  print(json.dumps(configs.count_parameters(config)))
-
+from rembert_t5x import count_params
 
 if __name__ == "__main__":
-  cli.run_main(main, doc=__doc__)
+  count_params.main()

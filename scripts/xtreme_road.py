@@ -34,8 +34,8 @@ sys.path.insert(0, REPO)
 
 from absl import flags  # pylint: disable=g-import-not-at-top,wrong-import-position
 
-from rembert_t5x import errors  # pylint: disable=g-import-not-at-top,wrong-import-position
-from rembert_t5x.runner import cli  # pylint: disable=g-import-not-at-top,wrong-import-position
+from rembert_t5x.common import cli  # pylint: disable=g-import-not-at-top,wrong-import-position
+from rembert_t5x.common import errors  # pylint: disable=g-import-not-at-top,wrong-import-position
 from rembert_t5x.experiments import xtreme_road  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 

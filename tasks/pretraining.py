@@ -29,6 +29,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 import seqio
 import tensorflow as tf
 
+from rembert_t5x.data import pieces
 from rembert_t5x.data import preprocessors
 from rembert_t5x.data import text_sources
 from rembert_t5x.data import vocabulary as vocab_lib
@@ -133,7 +134,7 @@ def _mixture_rates(task_names: Mapping[str, str], alpha: float,
     missing = sorted(set(task_names) - set(example_counts))
     if missing:
       raise ValueError(f"example_counts has no count for languages {missing}.")
-    rates = vocab_lib.alpha_sampling_rates(
+    rates = pieces.alpha_sampling_rates(
         {lang: example_counts[lang] for lang in task_names}, alpha)
     return [(task_names[lang], rates[lang]) for lang in task_names]
   if alpha == 0:

@@ -46,9 +46,9 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 import seqio
 import tensorflow as tf
 
-from rembert_t5x import metrics
 from rembert_t5x.data import lazy_vocabulary
 from rembert_t5x.data import qa
+from rembert_t5x import metrics
 from rembert_tasks import registry
 
 XQUAD_LANGUAGES = ("ar", "de", "el", "en", "es", "hi", "ru", "th", "tr", "vi",

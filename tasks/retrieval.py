@@ -39,10 +39,10 @@ from typing import List, Mapping, Optional
 
 import seqio
 
-from rembert_t5x import retrieval_metrics
 from rembert_t5x.data import lazy_vocabulary
 from rembert_t5x.data import xtreme_preprocessors as xp
 from rembert_t5x.data import xtreme_readers
+from rembert_t5x import retrieval_metrics
 from rembert_tasks import registry
 
 # XTREME's 36 Tatoeba languages: ISO 639-1 -> LASER's ISO 639-3 file code.
@@ -118,7 +118,8 @@ def register_bucc_local(data_dir: str,
     files = xtreme_readers.bucc_files(data_dir, lang, "dev")
     source = xtreme_readers.bucc_source(files["source"], files["target"],
                                         split="validation")
-    metric = retrieval_metrics.BuccMetric(files["source"], files["target"], files["gold"])
+    metric = xtreme_readers.BuccMetric(files["source"], files["target"],
+                                       files["gold"])
     names.append(_add(f"{prefix}bucc_{lang}", source, vocabulary, [],
                       metric))
   registry.add_mixture(f"{prefix}bucc_zeroshot", names)

@@ -19,7 +19,8 @@ to train the vocabulary, later ones reuse it) and registers:
   rembert_synthetic_{pair,tag,qa}_zeroshot  the above, as a mixture
 
 Every metric comes with its evaluation-set standard error (`<metric>_se`,
-a bootstrap over examples, sentences or questions; `rembert_t5x.experiments.uncertainty`).
+a bootstrap over examples, sentences or questions;
+`rembert_t5x.standard_errors`).
 
 `prepare` and `register_synthetic` let the demo and tests use their own
 directory and name prefix.
@@ -34,12 +35,14 @@ import shutil
 import tempfile
 from typing import Any, Dict, Optional
 
+from rembert_t5x.data import pieces
 from rembert_t5x.data import qa
 from rembert_t5x.data import synthetic
 from rembert_t5x.data import vocabulary as vocabulary_lib
 from rembert_t5x.data import xtreme_readers
-from rembert_t5x.experiments import uncertainty
+from rembert_t5x import standard_errors
 from rembert_tasks import pretraining
+from rembert_tasks import qa as qa_tasks
 from rembert_tasks import registry
 
 DATA_DIR_ENV = "REMBERT_SYNTHETIC_DIR"
@@ -93,7 +96,7 @@ def _generate(root: pathlib.Path, seed: int, vocab_size: int, sizes) -> None:
   tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
   try:
     files = synthetic.generate(str(tmp), seed=seed, **sizes)
-    vocabulary_lib.train_sentencepiece(
+    pieces.train_sentencepiece(
         {lang: [path] for lang, path in files["corpus"].items()},
         str(tmp / "spm"), vocab_size=vocab_size, max_sentences=20_000,
         seed=seed, character_coverage=1.0)
@@ -155,13 +158,13 @@ def register_synthetic(manifest: Dict[str, Any], prefix: str = PREFIX,
       "pair", sources("pair", lambda paths, lang: xtreme_readers.pair_source(
           paths, PAIR_LABEL_IDS)),
       labels=xtreme_readers.PAWSX_LABELS, vocabulary=vocabulary,
-      metric_fn=uncertainty.accuracy_with_se, **family)
+      metric_fn=standard_errors.accuracy_with_se, **family)
   # Synthetic sentences fit the input: no long-sentence split.
   registry.register_tagging(
       "tag", sources("tag", lambda paths, lang: xtreme_readers.tagging_source(
           paths, synthetic.TAGS, strip_prefix=f"{lang}:")),
       labels=synthetic.TAGS, vocabulary=vocabulary,
-      metric_fn=uncertainty.entity_f1_with_se, split_long=False, **family)
+      metric_fn=standard_errors.entity_f1_with_se, split_long=False, **family)
 
   windows = functools.partial(
       qa.qa_windows_preprocessor,
@@ -176,13 +179,12 @@ def register_synthetic(manifest: Dict[str, Any], prefix: str = PREFIX,
       postprocess_fn=functools.partial(
           qa.postprocess_window, n_best=QA_SETTINGS["n_best"],
           max_answer_length=QA_SETTINGS["max_answer_length"]),
-      metric_fns=[uncertainty.squad_with_se], **family)
+      metric_fns=[standard_errors.squad_with_se], **family)
   names.update({f: f"{prefix}{f}_zeroshot" for f in ("pair", "tag", "qa")})
   return names
 
 
 def _squad_source(paths):
-  from rembert_tasks import qa as qa_tasks  # pylint: disable=g-import-not-at-top
   return qa_tasks.squad_file_source(paths)
 
 

@@ -36,8 +36,8 @@ from typing import Dict, List, Optional, Sequence
 
 import seqio
 
-from rembert_t5x import metrics
 from rembert_t5x.data import xtreme_readers
+from rembert_t5x import metrics
 from rembert_tasks import registry
 
 UDPOS_LANGUAGES = (

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from rembert_t5x import configs
-from rembert_t5x import models
-from rembert_t5x import network
 from rembert_t5x.experiments import analysis
 from rembert_t5x.experiments import sweep
+from rembert_t5x import models
+from rembert_t5x import network
 from rembert_t5x.runner import train
 from tests import test_utils
 

@@ -10,7 +10,6 @@ run the scripts as a user would.
 import errno
 import json
 import os
-import sys
 
 import numpy as np
 import orbax.checkpoint as ocp
@@ -18,19 +17,20 @@ import pytest
 import sentencepiece as spm
 import seqio
 
-from rembert_t5x import configs
-from rembert_t5x import metrics
-from rembert_t5x import models
-from rembert_t5x import network
+from rembert_t5x.common import cli
+from rembert_t5x.common import errors
+from rembert_t5x.common import io_utils
 from rembert_t5x.data import inputs
+from rembert_t5x.data import pieces
 from rembert_t5x.data import qa
 from rembert_t5x.data import text_sources
 from rembert_t5x.data import vocabulary
 from rembert_t5x.data import xtreme_readers
+from rembert_t5x import metrics
+from rembert_t5x import models
+from rembert_t5x import network
 from rembert_t5x.runner import checkpoints
-from rembert_t5x.runner import cli
 from rembert_t5x.runner import eval as eval_lib
-from rembert_t5x.runner import io_utils
 from rembert_t5x.runner import train
 from rembert_tasks import panx
 from rembert_tasks import pretraining
@@ -40,26 +40,8 @@ from tests import test_utils
 
 REPO = test_utils.REPO_ROOT
 
-RUN_GIN = """\
-from __gin__ import dynamic_registration
-from rembert_t5x import models
-from rembert_t5x import network
-from rembert_t5x.runner import train
-include 'gin_configs/models/tiny.gin'
-VOCAB_SIZE = 97
-MODEL_DIR = %gin.REQUIRED
-train.train:
-  model_dir = %MODEL_DIR
-  model = @models.RemBertMLMModel()
-  mixture_or_task_name = 'test_random_mlm'
-  task_feature_lengths = {'input_tokens': 16}
-  train_steps = 2
-  batch_size = 8
-  checkpoint_period = 2
-  mesh_shape = (1, 1)
-  progress_bar = False
-models.RemBertMLMModel.module = @network.RemBertForMaskedLM()
-"""
+# 2 steps of the tiny MLM model on test_random_mlm.
+RUN_GIN = test_utils.tiny_run_gin()
 BAD_LINE = len(RUN_GIN.splitlines()) + 1  # a line appended to RUN_GIN
 
 
@@ -85,7 +67,7 @@ def spm_model(tmp_path_factory):
     path = tmp / f"{lang}.txt"
     path.write_text("\n".join([words, words[::-1]] * 40) + "\n", "utf-8")
     files[lang] = [str(path)]
-  return vocabulary.train_sentencepiece(files, str(tmp / "spm"), 30,
+  return pieces.train_sentencepiece(files, str(tmp / "spm"), 30,
                                         character_coverage=1.0)
 
 
@@ -295,7 +277,7 @@ def test_incomplete_checkpoint_is_never_latest(tmp_path):
   (root / "8.orbax-checkpoint-tmp-1700000000" / "default").mkdir(parents=True)
   assert checkpoints.latest_checkpoint_dir(str(tmp_path)) == root / "4"
   (root / "4").rename(root / "4.orbax-checkpoint-tmp-1")
-  with pytest.raises(cli.UserError, match="no checkpoint found"):
+  with pytest.raises(errors.UserError, match="no checkpoint found"):
     checkpoints.latest_checkpoint_dir(str(tmp_path))
 
 
@@ -313,7 +295,7 @@ def test_token_id_beyond_the_model_vocabulary():
   batch = _batch(targets=np.full((2, 8), 5, np.int32),
                  weights=np.ones((2, 8), np.float32))
   batch["input_tokens"][1, 3] = 97
-  with pytest.raises(cli.UserError, match=r"task t, batch of step 3: field "
+  with pytest.raises(errors.UserError, match=r"task t, batch of step 3: field "
                      r"'input_tokens' has id 97 outside the model's "
                      r"vocabulary \[0, 97\)"):
     inputs.check_batch(_tiny_mlm(), batch, "t", 2)
@@ -322,7 +304,7 @@ def test_token_id_beyond_the_model_vocabulary():
 def test_classification_label_out_of_range():
   model = models.RemBertPairClassificationModel(
       network.RemBertForSequenceClassification(test_utils.TINY_CONFIG, 3))
-  with pytest.raises(cli.UserError, match=r"field 'label' has value 3 "
+  with pytest.raises(errors.UserError, match=r"field 'label' has value 3 "
                      r"outside \[0, 3\) \(the model has 3 classes\)"):
     inputs.check_batch(model, _batch(label=np.array([0, 3], np.int32)), "t", 0)
 
@@ -334,7 +316,7 @@ def test_tag_out_of_range():
   weights = np.zeros((2, 8), np.float32)
   targets[0, 1], weights[0, 1] = 9, 1.0
   targets[1, 2] = 99  # weight 0: not a first sub-token, never scored
-  with pytest.raises(cli.UserError, match=r"field 'targets' has value 9 "
+  with pytest.raises(errors.UserError, match=r"field 'targets' has value 9 "
                      r"outside \[0, 7\) \(7 tags\)"):
     inputs.check_batch(model, _batch(targets=targets, weights=weights), "t", 0)
   weights[0, 1] = 0.0
@@ -346,7 +328,7 @@ def test_qa_position_beyond_the_sequence():
       network.RemBertForQuestionAnswering(test_utils.TINY_CONFIG))
   batch = _batch(start_positions=np.array([1, 2], np.int32),
                  end_positions=np.array([1, 8], np.int32))
-  with pytest.raises(cli.UserError, match=r"field 'end_positions' has value "
+  with pytest.raises(errors.UserError, match=r"field 'end_positions' has value "
                      r"8 outside the sequence \[0, 8\)"):
     inputs.check_batch(model, batch, "t", 0)
 
@@ -372,7 +354,7 @@ def test_qa_feature_length_shorter_than_the_task_windows(spm_model, tmp_path):
   model = models.RemBertQAModel(
       network.RemBertForQuestionAnswering(test_utils.TINY_CONFIG))
   # The runner (and T5X) give the task the lengths: refused before reading.
-  with pytest.raises(cli.UserError) as e:
+  with pytest.raises(errors.UserError) as e:
     inputs.make_dataset(model, "test_bad_qa_windows", {"input_tokens": 16}, 2,
                        "train", 0, False)
   assert str(e.value) == (
@@ -406,7 +388,7 @@ def test_malformed_task_data_while_training(spm_model, tmp_path):
       spm_model), prefix="test_bad_", languages=["en"])
   model = models.RemBertPairClassificationModel(
       network.RemBertForSequenceClassification(test_utils.TINY_CONFIG, 3))
-  with pytest.raises(cli.UserError) as e:
+  with pytest.raises(errors.UserError) as e:
     data = inputs.make_dataset(model, "test_bad_xnli_train_en",
                               {"input_tokens": 16}, 2, "train", 0, False)
     inputs.next_batch(data, "test_bad_xnli_train_en", 0)
@@ -429,7 +411,7 @@ def test_disk_full_keeps_the_previous_results_file(tmp_path, monkeypatch):
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
   monkeypatch.setattr(io_utils.os, "write", full)
-  with pytest.raises(cli.UserError, match=f"cannot write {results}: no space "
+  with pytest.raises(errors.UserError, match=f"cannot write {results}: no space "
                      "left on device"):
     io_utils.atomic_write_json(results, {"f1": 2.0})
   assert json.loads(results.read_text()) == {"f1": 1.0}
@@ -438,7 +420,7 @@ def test_disk_full_keeps_the_previous_results_file(tmp_path, monkeypatch):
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
 def test_disk_full_appending_a_log():
-  with pytest.raises(cli.UserError, match="cannot write /dev/full: no space "
+  with pytest.raises(errors.UserError, match="cannot write /dev/full: no space "
                      "left on device"):
     io_utils.append_line("/dev/full", '{"step": 1}')
 
@@ -447,12 +429,12 @@ def test_disk_full_appending_a_log():
 def test_results_directory_not_writable(tmp_path):
   locked = tmp_path / "locked"
   locked.mkdir(mode=0o500)
-  with pytest.raises(cli.UserError, match="permission denied"):
+  with pytest.raises(errors.UserError, match="permission denied"):
     io_utils.atomic_write_text(locked / "config.gin", "x")
 
 
 def test_results_directory_missing(tmp_path):
-  with pytest.raises(cli.UserError, match=f"cannot write {tmp_path / 'no' / 'r.json'}"
+  with pytest.raises(errors.UserError, match=f"cannot write {tmp_path / 'no' / 'r.json'}"
                      ": no such directory"):
     io_utils.atomic_write_json(tmp_path / "no" / "r.json", {})
 
@@ -687,18 +669,17 @@ def test_model_dir_holds_another_vocabulary(tmp_path, spm_model):
 
 def _tiny_hf_dir(path, vocab_size):
   transformers = pytest.importorskip("transformers")
-  from tests import network_hf_parity_test as parity  # pylint: disable=g-import-not-at-top
   import dataclasses  # pylint: disable=g-import-not-at-top
   config = dataclasses.replace(test_utils.TINY_CONFIG, vocab_size=vocab_size)
-  transformers.RemBertForMaskedLM(parity._hf_config(config)).save_pretrained(  # pylint: disable=protected-access
-      path)
+  transformers.RemBertForMaskedLM(
+      test_utils.hf_config(config)).save_pretrained(path)
   return str(path)
 
 
 def test_converter_vocabulary_larger_than_the_embedding(tmp_path, spm_model):
   hf_dir = _tiny_hf_dir(tmp_path / "hf", vocab_size=20)  # spm_model: 30
   from rembert_t5x.convert import checkpoint_io  # pylint: disable=g-import-not-at-top
-  with pytest.raises(cli.UserError, match=f"{spm_model}: 30 pieces, but .*hf "
+  with pytest.raises(errors.UserError, match=f"{spm_model}: 30 pieces, but .*hf "
                      "has 20 vocabulary rows"):
     checkpoint_io.hf_to_t5x(hf_dir, str(tmp_path / "out"), vocab=spm_model)
   assert not (tmp_path / "out").exists()
@@ -707,7 +688,7 @@ def test_converter_vocabulary_larger_than_the_embedding(tmp_path, spm_model):
 def test_converter_vocabulary_missing(tmp_path):
   hf_dir = _tiny_hf_dir(tmp_path / "hf", vocab_size=40)
   from rembert_t5x.convert import checkpoint_io  # pylint: disable=g-import-not-at-top
-  with pytest.raises(cli.UserError, match=r"--vocab: .*/nope\.model: no such "
+  with pytest.raises(errors.UserError, match=r"--vocab: .*/nope\.model: no such "
                      "SentencePiece model file"):
     checkpoint_io.hf_to_t5x(hf_dir, str(tmp_path / "out"),
                             vocab=str(tmp_path / "nope.model"))
@@ -722,7 +703,7 @@ def test_sentencepiece_path_variable_unset(monkeypatch):
 def test_vocabulary_too_large_for_the_corpus(tmp_path):
   path = _file(tmp_path, "sw.txt", "habari yako\n" * 5)
   with pytest.raises(ValueError, match="SentencePiece training for .* failed"):
-    vocabulary.train_sentencepiece({"sw": [path]}, str(tmp_path / "v"), 5000)
+    pieces.train_sentencepiece({"sw": [path]}, str(tmp_path / "v"), 5000)
 
 
 # ----------------------------------------------------------------------------

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
+from rembert_t5x.common import errors
 from rembert_t5x import configs
-from rembert_t5x.runner import cli
 from tests import test_utils
 
 
@@ -74,7 +74,7 @@ def test_demo_workdir_with_other_evaluation_sets(tmp_path):
               "train_language": "qla", "files": {}}
   (data / "manifest.json").write_text(json.dumps(manifest))
   (data / "spm.model").write_bytes(b"")
-  with pytest.raises(cli.UserError,
+  with pytest.raises(errors.UserError,
                      match=f"{data / 'manifest.json'}: data were generated "
                      "with data_seed=0, eval_examples=200, not 0, 1000; use a "
                      "new --workdir"):

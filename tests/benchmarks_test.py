@@ -9,20 +9,25 @@ import math
 import os
 from pathlib import Path
 
+import jax
 import pytest
 
+from benchmarks import accelerator_step
 from benchmarks import attention
 from benchmarks import common
+from benchmarks import flops as flop_model
 from benchmarks import input_pipeline
 from benchmarks import scaling
+from benchmarks import step_profile
 from benchmarks import train_step
+from tests import test_utils
 
 # Minutes, not seconds: `-m 'not slow'` leaves it out of a quick loop
 # (.ci/run runs everything).
 pytestmark = pytest.mark.slow
 
 TINY = "gin_configs/models/tiny.gin"
-TATOEBA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tatoeba"
+TATOEBA = test_utils.SHARED_DATA / "tatoeba"
 
 
 def _positive(x):
@@ -76,8 +81,8 @@ def test_hugepage_reexec_is_opt_in(monkeypatch):
 
 def test_flops_count_head_only_at_gathered_positions():
   cfg = common.load_config(TINY)
-  full = common.forward_matmul_flops(cfg, 2, 16, 16)
-  gathered = common.forward_matmul_flops(cfg, 2, 16, 4)
+  full = flop_model.forward_matmul_flops(cfg, 2, 16, 16)
+  gathered = flop_model.forward_matmul_flops(cfg, 2, 16, 4)
   head = 2 * cfg.emb_dim * cfg.output_embed_dim + (
       2 * cfg.output_embed_dim * cfg.vocab_size)
   assert full - gathered == 2 * 12 * head
@@ -161,3 +166,101 @@ def test_attention_benchmark_runs_every_cpu_implementation():
                                   "xla_forward", "xla_forward_backward"}
   assert all(_positive(t) for t in out["median_s"].values())
   assert out["max_abs_diff_from_einsum"]["xla"] < 1e-4
+
+
+ACCELERATOR_TINY = ["--config", TINY, "--batch", "2", "--seq_len", "16",
+                    "--steps", "1", "--warmup", "0",
+                    "--peak_matmul_size", "64", "--json"]
+
+
+def test_accelerator_step_profile_on_cpu(capsys, tmp_path):
+  accelerator_step.main(ACCELERATOR_TINY + [
+      "--profile", str(tmp_path), "--profile_steps", "1"])
+  out = capsys.readouterr().out
+  p = json.loads(out.strip().splitlines()[-1])["profile"]
+  assert [r["batch"] for r in p["fit"]["rows"]] == [1, 2]
+  assert all(_positive(r["step_s"]) for r in p["fit"]["rows"])
+  assert math.isfinite(p["fit"]["fixed_s"])
+  assert math.isfinite(p["fit"]["per_token_s"])
+  assert p["kernels"]["matmul"] > 0
+  assert p["kernels_total"] == sum(p["kernels"].values())
+  # AdamW touches every parameter array: at least one kernel each.
+  assert p["optimizer"]["kernels"] >= p["param_leaves"] > 0
+  assert Path(p["xplane"]).is_file()
+  assert Path(p["xplane"]).is_relative_to(tmp_path)
+  assert p["top_ops"] and p["traced_ms_per_step"] > 0
+  assert "matmul" in {category for _, category, _ in p["top_ops"]}
+  for text in ("fixed vs per-token", "fit: step = ", "kernel launches",
+               "optimizer update alone", "| op | category | ms/step |"):
+    assert text in out, text
+
+
+def test_accelerator_step_against_hugging_face_on_cpu(capsys, monkeypatch):
+  monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+  accelerator_step.main(ACCELERATOR_TINY + ["--hf"])
+  out = capsys.readouterr().out
+  r = json.loads(out.strip().splitlines()[-1])["hf"]
+  for side in ("ours", "hf"):
+    assert "error" not in r[side], r[side]
+    for key in ("step_s", "tokens_per_s", "tflops", "mfu"):
+      assert _positive(r[side][key]), (side, key, r[side][key])
+    assert math.isfinite(r[side]["first_loss"])
+  assert r["hf"]["precision"] == "bfloat16 autocast"
+  assert r["ratio"] == pytest.approx(
+      r["ours"]["tokens_per_s"] / r["hf"]["tokens_per_s"])
+  table = [l for l in out.splitlines() if l.startswith("| ")]
+  assert len(table) == 3  # header, ours, HF (the --- line starts with "|-")
+  assert {l.count("|") for l in table} == {len(accelerator_step.HF_HEADER) + 1}
+  assert "ours / HF tokens/s: " in out
+
+
+def test_accelerator_not_run_row_has_every_cell():
+  jax_traceback = "\n".join([
+      "Traceback (most recent call last):",
+      '  File "x.py", line 1, in <module>',
+      "RuntimeError: cuDNN is not detected.",
+      "--------------------",
+      "For simplicity, JAX has removed its internal frames from the "
+      "traceback of the following exception. Set "
+      "JAX_TRACEBACK_FILTERING=off to include these."])
+  reason = accelerator_step.error_message(jax_traceback)
+  assert reason == "RuntimeError: cuDNN is not detected."
+  assert accelerator_step.error_message(
+      "XlaRuntimeError: INTERNAL: no kernel\nmore detail") == (
+          "XlaRuntimeError: INTERNAL: no kernel")
+  row = {"dtype": "float32", "attention": "einsum", "first_loss": 7.0,
+         "step_s": 0.5, "step_s_min": 0.4, "step_s_max": 0.6, "tflops": 1.0,
+         "matmul_peak_tflops": 10.0, "mfu": 0.1, "peak_bytes": None,
+         "compile_s": 2.0}
+  text = accelerator_step.table(
+      [row, {"dtype": "bfloat16", "attention": "cudnn", "error": reason}])
+  lines = text.splitlines()
+  assert {l.count("|") for l in lines} == {
+      len(accelerator_step.TABLE_HEADER) + 1}
+  assert "| 10.0% |" in lines[2]  # the MFU cell
+  assert "not run: RuntimeError: cuDNN is not detected. |" in lines[3]
+
+
+def test_matmul_peak_is_the_best_of_its_trials():
+  peak = accelerator_step.matmul_peak("float32", 32, trials=3, reps=2)
+  assert len(peak["trials"]) == 3
+  assert peak["tflops"] == max(peak["trials"]) > 0
+
+
+def test_step_profile_reads_hlo_and_fits_a_line():
+  def f(x, w):
+    return jax.numpy.sin(x @ w).sum(), (x.T @ x).sum()
+  x = jax.numpy.ones((8, 4))
+  hlo = jax.jit(f).lower(x, jax.numpy.ones((4, 4))).compile().as_text()
+  ops = step_profile.hlo_ops(hlo)
+  counts = step_profile.kernel_counts(ops)
+  assert counts["matmul"] == 2
+  assert step_profile.module_name(hlo) == "jit_f"
+  assert step_profile._split_instruction(  # pylint: disable=protected-access
+      "  ROOT %t = (f32[2]{0}, s32[]) tuple(%a, %b)") == (
+          "t", "tuple", "%a, %b)")
+  fixed, per_token = step_profile.linear_fit([100, 200, 300],
+                                             [0.07, 0.08, 0.09])
+  assert fixed == pytest.approx(0.06) and per_token == pytest.approx(1e-4)
+  with pytest.raises(ValueError, match="two distinct"):
+    step_profile.linear_fit([100, 100], [0.1, 0.2])

@@ -11,38 +11,14 @@ import numpy as np
 import pytest
 
 from rembert_t5x import configs
-from rembert_t5x import network
 from rembert_t5x.convert import checkpoint_conversion as cc
+from rembert_t5x import network
 from tests import test_utils
-
-TABLE = test_utils.REPO_ROOT / "tests" / "testdata" / "rembert_tf_checkpoint_variables.json"
-
-
-def recorded_tf_variables(dims=None) -> dict[str, dict[str, tuple[int, ...]]]:
-  """The recorded TF variable table at `dims` (default: the real sizes).
-
-  Returns:
-    {"encoder": ..., "pooler": ..., "mlm_head": ..., "not_weights": ...}, each
-    `{name: shape}`; the encoder includes every layer.
-  """
-  table = json.loads(TABLE.read_text())
-  dims = dims or table["dims"]
-  shape = lambda symbols: tuple(dims[s] for s in symbols)
-  encoder = {n: shape(s) for n, s in table["embeddings"]}
-  for i in range(dims["L"]):
-    prefix = table["per_layer_prefix"].format(i=i)
-    encoder.update({prefix + n: shape(s) for n, s in table["per_layer"]})
-  return {
-      "encoder": encoder,
-      "pooler": {n: shape(s) for n, s in table["pooler"]},
-      "mlm_head": {n: shape(s) for n, s in table["mlm_head_assumed"]},
-      "not_weights": {n: shape(s) for n, s in table["not_weights"]},
-  }
 
 
 def test_tf_map_matches_the_recorded_full_size_table():
   config = configs.config_from_gin("gin_configs/models/paper/rembert.gin")
-  recorded = recorded_tf_variables()["encoder"]
+  recorded = test_utils.recorded_tf_variables()["encoder"]
   entries = cc.tf_name_map(config)
   ours = {e.hf: cc.external_shape(e) for e in entries}
   assert ours == recorded
@@ -58,7 +34,7 @@ def test_tf_map_matches_the_recorded_full_size_table():
 
 
 def test_tf_skip_reasons():
-  tables = recorded_tf_variables()
+  tables = test_utils.recorded_tf_variables()
   for name in tables["encoder"]:
     assert cc.tf_variable_skip_reason(name) is None, name
     assert cc.tf_variable_skip_reason(f"{name}/adam_m") == "optimizer state"

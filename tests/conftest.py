@@ -60,6 +60,15 @@ def _no_vocabulary_from_an_earlier_run():
   vocabulary.use_checkpoint_vocabulary()
 
 
+@pytest.fixture
+def clean_gin():
+  """Clears gin's config and constants after a test that parsed T5X's run
+  files (`test_utils.parse_t5x_gin`)."""
+  yield
+  import gin  # pylint: disable=g-import-not-at-top
+  gin.clear_config(clear_constants=True)
+
+
 def pytest_configure(config):
   """Keeps the module order `pytest_collection_modifyitems` sets.
 

@@ -16,16 +16,16 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from rembert_t5x.common import errors
+from rembert_t5x.common import io_utils
+from rembert_t5x import configs
 from rembert_t5x.convert import checkpoint_conversion as cc
+from rembert_t5x.convert import checkpoint_io
+from rembert_t5x.data import pieces
+from rembert_t5x.data import vocabulary
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x.convert import checkpoint_io
-from rembert_t5x.data import vocabulary
 from rembert_t5x.runner import checkpoints
-from rembert_t5x.runner import cli
-from rembert_t5x.runner import train
-from tests import checkpoint_conversion_test as table_test
-from tests import network_hf_parity_test as parity
 from tests import test_utils
 
 torch = test_utils.LazyModule("torch")
@@ -45,18 +45,20 @@ def _jax_params(params):
 
 
 def test_hf_mlm_to_ours_and_back(tmp_path):
-  hf = parity._randomise(transformers.RemBertForMaskedLM(parity._hf_config(CFG)))
+  hf = test_utils.randomise_hf(
+      transformers.RemBertForMaskedLM(test_utils.hf_config(CFG)))
   hf.save_pretrained(tmp_path / "hf")
   summary = checkpoint_io.hf_to_t5x(str(tmp_path / "hf"), str(tmp_path / "ours"))
   assert summary.head == "masked_lm" and summary.tensors == 45
 
   # Our runner's loader reads it; our forward pass equals HF's.
   params = checkpoints.load_params(str(tmp_path / "ours"))
-  ids, types, mask = parity._inputs(CFG)
+  ids, types, mask = test_utils.hf_inputs(CFG)
   ours = network.RemBertForMaskedLM(CFG).apply(
       _jax_params(params), jnp.asarray(ids), jnp.asarray(types),
       jnp.asarray(mask, jnp.int32))
-  parity._assert_close(ours, parity._run_hf(hf, ids, types, mask).logits, mask)
+  test_utils.assert_close_to_hf(
+      ours, test_utils.run_hf(hf, ids, types, mask).logits, mask)
 
   checkpoint_io.t5x_to_hf(str(tmp_path / "ours"), str(tmp_path / "back"))
   assert sorted(os.listdir(tmp_path / "back")) == ["config.json", "model.safetensors"]
@@ -76,19 +78,20 @@ def test_hf_mlm_to_ours_and_back(tmp_path):
 
 
 def test_bare_rembert_model_sharded_initialises_fine_tuning(tmp_path):
-  hf = parity._randomise(transformers.RemBertModel(parity._hf_config(CFG)))
+  hf = test_utils.randomise_hf(
+      transformers.RemBertModel(test_utils.hf_config(CFG)))
   hf.save_pretrained(tmp_path / "hf", max_shard_size="20KB")
   assert (tmp_path / "hf" / "model.safetensors.index.json").exists()
   summary = checkpoint_io.hf_to_t5x(str(tmp_path / "hf"), str(tmp_path / "ours"))
   assert summary.head == "encoder" and summary.skipped == {"pooler": 2}
 
   params = checkpoints.load_params(str(tmp_path / "ours"))
-  ids, types, mask = parity._inputs(CFG)
+  ids, types, mask = test_utils.hf_inputs(CFG)
   hidden = network.RemBertEncoder(CFG).apply(
       _jax_params(params["encoder"]), jnp.asarray(ids), jnp.asarray(types),
       jnp.asarray(mask, jnp.int32))
-  parity._assert_close(hidden, parity._run_hf(hf, ids, types, mask)
-                       .last_hidden_state, mask)
+  test_utils.assert_close_to_hf(
+      hidden, test_utils.run_hf(hf, ids, types, mask).last_hidden_state, mask)
 
   # What train(init_checkpoint=...) does with it.
   fresh = models.make_module("pair", CFG, 3).init(
@@ -109,7 +112,8 @@ def test_bare_rembert_model_sharded_initialises_fine_tuning(tmp_path):
 
 
 def test_pytorch_model_bin_equals_safetensors(tmp_path):
-  hf = parity._randomise(transformers.RemBertForMaskedLM(parity._hf_config(CFG)))
+  hf = test_utils.randomise_hf(
+      transformers.RemBertForMaskedLM(test_utils.hf_config(CFG)))
   hf.save_pretrained(tmp_path / "st")
   (tmp_path / "bin").mkdir()
   (tmp_path / "bin" / "config.json").write_text(
@@ -125,9 +129,9 @@ def test_pytorch_model_bin_equals_safetensors(tmp_path):
 
 
 def test_padded_vocabulary_is_stripped_and_restored(tmp_path):
-  hf_cfg = parity._hf_config(CFG)
+  hf_cfg = test_utils.hf_config(CFG)
   hf_cfg.vocab_size = 128  # rows 97.. are padding
-  hf = parity._randomise(transformers.RemBertForMaskedLM(hf_cfg))
+  hf = test_utils.randomise_hf(transformers.RemBertForMaskedLM(hf_cfg))
   hf.save_pretrained(tmp_path / "hf")
   summary = checkpoint_io.hf_to_t5x(str(tmp_path / "hf"), str(tmp_path / "ours"),
                                     vocab_size=97)
@@ -136,12 +140,12 @@ def test_padded_vocabulary_is_stripped_and_restored(tmp_path):
   assert params["encoder"]["embeddings"]["word_embeddings"]["embedding"].shape == (97, 16)
   assert params["mlm_head"]["decoder"]["kernel"].shape == (24, 97)
   # Logits of the real tokens are unchanged by the stripping.
-  ids, types, mask = parity._inputs(CFG)
+  ids, types, mask = test_utils.hf_inputs(CFG)
   ours = network.RemBertForMaskedLM(CFG).apply(
       _jax_params(params), jnp.asarray(ids), jnp.asarray(types),
       jnp.asarray(mask, jnp.int32))
-  theirs = parity._run_hf(hf, ids, types, mask).logits[..., :97]
-  parity._assert_close(ours, theirs, mask)
+  theirs = test_utils.run_hf(hf, ids, types, mask).logits[..., :97]
+  test_utils.assert_close_to_hf(ours, theirs, mask)
 
   checkpoint_io.t5x_to_hf(str(tmp_path / "ours"), str(tmp_path / "back"),
                           hf_vocab_size=128)
@@ -167,7 +171,7 @@ def _write_fake_tf_checkpoint(path, hf_model):
           "F": CFG.mlp_dim, "P": CFG.max_position_embeddings,
           "T": CFG.type_vocab_size, "E_out": CFG.output_embed_dim,
           "L": CFG.num_layers}
-  tables = table_test.recorded_tf_variables(dims)
+  tables = test_utils.recorded_tf_variables(dims)
   sd = {k: v.numpy() for k, v in hf_model.state_dict().items()}
   rng = np.random.default_rng(3)
 
@@ -204,7 +208,8 @@ def _write_fake_tf_checkpoint(path, hf_model):
 
 
 def test_tf_checkpoint_to_ours(tmp_path):
-  hf = parity._randomise(transformers.RemBertModel(parity._hf_config(CFG)))
+  hf = test_utils.randomise_hf(
+      transformers.RemBertModel(test_utils.hf_config(CFG)))
   (tmp_path / "tf").mkdir()
   count = _write_fake_tf_checkpoint(tmp_path / "tf", hf)
   config_json = tmp_path / "rembert_config.json"
@@ -216,13 +221,13 @@ def test_tf_checkpoint_to_ours(tmp_path):
   corpus = tmp_path / "en.txt"
   corpus.write_text("the cat sat on a mat\nthe dog ran far away\n" * 40)
   vocab = vocabulary.move_special_pieces(
-      vocabulary.train_sentencepiece({"en": [str(corpus)]},
+      pieces.train_sentencepiece({"en": [str(corpus)]},
                                      str(tmp_path / "spm"), 24,
                                      character_coverage=1.0),
       str(tmp_path / "released.model"), {"[CLS]": 20, "[SEP]": 21})
   summary = checkpoint_io.tf_to_t5x(str(tmp_path / "tf"), str(tmp_path / "ours"),
                                     config_json=str(config_json), vocab=vocab)
-  copied = tmp_path / "ours" / vocabulary.VOCABULARY_FILENAME
+  copied = tmp_path / "ours" / pieces.VOCABULARY_FILENAME
   assert summary.vocabulary == str(copied)
   assert copied.read_bytes() == open(vocab, "rb").read()
   assert summary.tensors == 7 + 16 * CFG.num_layers
@@ -230,60 +235,62 @@ def test_tf_checkpoint_to_ours(tmp_path):
                              "MLM head (output embedding)": 6, "pooler": 2}
   params = checkpoints.load_params(str(tmp_path / "ours"))
   assert set(params) == {"encoder"}
-  ids, types, mask = parity._inputs(CFG)
+  ids, types, mask = test_utils.hf_inputs(CFG)
   hidden = network.RemBertEncoder(CFG).apply(
       _jax_params(params["encoder"]), jnp.asarray(ids), jnp.asarray(types),
       jnp.asarray(mask, jnp.int32))
-  parity._assert_close(hidden, parity._run_hf(hf, ids, types, mask)
-                       .last_hidden_state, mask)
+  test_utils.assert_close_to_hf(
+      hidden, test_utils.run_hf(hf, ids, types, mask).last_hidden_state, mask)
 
 
 def test_tf_checkpoint_errors(tmp_path):
-  with pytest.raises(cli.UserError, match="needs --config_json"):
+  with pytest.raises(errors.UserError, match="needs --config_json"):
     checkpoint_io.tf_to_t5x(str(tmp_path), str(tmp_path / "o"))
-  with pytest.raises(cli.UserError, match=r"TF checkpoint .*: cannot read"):
+  with pytest.raises(errors.UserError, match=r"TF checkpoint .*: cannot read"):
     checkpoint_io.tf_to_t5x(str(tmp_path / "nope"), str(tmp_path / "o"),
                             gin_file="gin_configs/models/tiny.gin")
-  hf = parity._randomise(transformers.RemBertModel(parity._hf_config(CFG)))
+  hf = test_utils.randomise_hf(
+      transformers.RemBertModel(test_utils.hf_config(CFG)))
   (tmp_path / "tf").mkdir()
   _write_fake_tf_checkpoint(tmp_path / "tf", hf)
   # tiny.gin is another architecture: the first differing tensor is named.
-  with pytest.raises(cli.UserError, match=r"'bert/embeddings/word_embeddings' has shape \(97, 16\), expected \(2000, 32\)"):
+  with pytest.raises(errors.UserError, match=r"'bert/embeddings/word_embeddings' has shape \(97, 16\), expected \(2000, 32\)"):
     checkpoint_io.tf_to_t5x(str(tmp_path / "tf"), str(tmp_path / "o"),
                             gin_file="gin_configs/models/tiny.gin")
   assert not (tmp_path / "o").exists()
 
 
 def test_bad_hf_inputs_name_the_file_or_tensor(tmp_path):
-  with pytest.raises(cli.UserError, match="no such directory"):
+  with pytest.raises(errors.UserError, match="no such directory"):
     checkpoint_io.hf_to_t5x(str(tmp_path / "nope"), str(tmp_path / "o"))
   (tmp_path / "empty").mkdir()
-  with pytest.raises(cli.UserError, match="no config.json: not a Hugging Face"):
+  with pytest.raises(errors.UserError, match="no config.json: not a Hugging Face"):
     checkpoint_io.hf_to_t5x(str(tmp_path / "empty"), str(tmp_path / "o"))
   bert = transformers.BertForMaskedLM(transformers.BertConfig(
       vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
       intermediate_size=32))
   bert.save_pretrained(tmp_path / "bert")
-  with pytest.raises(cli.UserError, match=r"model_type is 'bert', not 'rembert'"):
+  with pytest.raises(errors.UserError, match=r"model_type is 'bert', not 'rembert'"):
     checkpoint_io.hf_to_t5x(str(tmp_path / "bert"), str(tmp_path / "o"))
 
   from safetensors.numpy import save_file  # pylint: disable=g-import-not-at-top
-  hf = parity._randomise(transformers.RemBertForMaskedLM(parity._hf_config(CFG)))
+  hf = test_utils.randomise_hf(
+      transformers.RemBertForMaskedLM(test_utils.hf_config(CFG)))
   hf.save_pretrained(tmp_path / "hf")
   sd = {k: v.numpy() for k, v in hf.state_dict().items()}
   del sd["rembert.encoder.layer.1.attention.self.key.bias"]
   save_file(sd, str(tmp_path / "hf" / "model.safetensors"), {"format": "pt"})
-  with pytest.raises(cli.UserError, match=r"missing tensor 'rembert\.encoder\.layer\.1\.attention\.self\.key\.bias'"):
+  with pytest.raises(errors.UserError, match=r"missing tensor 'rembert\.encoder\.layer\.1\.attention\.self\.key\.bias'"):
     checkpoint_io.hf_to_t5x(str(tmp_path / "hf"), str(tmp_path / "o"))
   sd["rembert.encoder.layer.1.attention.self.key.bias"] = np.zeros(7, np.float32)
   save_file(sd, str(tmp_path / "hf" / "model.safetensors"), {"format": "pt"})
-  with pytest.raises(cli.UserError, match=r"'rembert\.encoder\.layer\.1\.attention\.self\.key\.bias' has shape \(7,\), expected \(32,\)"):
+  with pytest.raises(errors.UserError, match=r"'rembert\.encoder\.layer\.1\.attention\.self\.key\.bias' has shape \(7,\), expected \(32,\)"):
     checkpoint_io.hf_to_t5x(str(tmp_path / "hf"), str(tmp_path / "o"))
-  with pytest.raises(cli.UserError, match=r"does not match --gin_file=gin_configs/models/tiny\.gin: input_embed_dim"):
+  with pytest.raises(errors.UserError, match=r"does not match --gin_file=gin_configs/models/tiny\.gin: input_embed_dim"):
     checkpoint_io.hf_to_t5x(str(tmp_path / "hf"), str(tmp_path / "o"),
                             gin_file="gin_configs/models/tiny.gin")
   (tmp_path / "hf" / "model.safetensors").write_bytes(b"not safetensors")
-  with pytest.raises(cli.UserError, match=r"model\.safetensors: not a readable safetensors file"):
+  with pytest.raises(errors.UserError, match=r"model\.safetensors: not a readable safetensors file"):
     checkpoint_io.hf_to_t5x(str(tmp_path / "hf"), str(tmp_path / "o"))
   assert not (tmp_path / "o").exists()
   assert [p.name for p in tmp_path.iterdir() if ".tmp-" in p.name] == []
@@ -293,17 +300,17 @@ def test_output_directory_is_atomic_and_not_overwritten(tmp_path):
   out = tmp_path / "out"
   out.mkdir()
   (out / "keep.txt").write_text("mine")
-  with pytest.raises(cli.UserError, match="exists and is not empty.*--overwrite"):
-    with checkpoint_io.atomic_output_dir(str(out)):
+  with pytest.raises(errors.UserError, match="exists and is not empty.*--overwrite"):
+    with io_utils.atomic_output_dir(str(out)):
       pass
   # A failure half-way leaves the old directory and no temporary one.
   with pytest.raises(RuntimeError):
-    with checkpoint_io.atomic_output_dir(str(out), overwrite=True) as tmp:
+    with io_utils.atomic_output_dir(str(out), overwrite=True) as tmp:
       (tmp / "half.bin").write_bytes(b"x")
       raise RuntimeError("killed")
   assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
   assert (out / "keep.txt").read_text() == "mine"
-  with checkpoint_io.atomic_output_dir(str(out), overwrite=True) as tmp:
+  with io_utils.atomic_output_dir(str(out), overwrite=True) as tmp:
     (tmp / "new.txt").write_text("new")
   assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
   assert sorted(os.listdir(out)) == ["new.txt"]
@@ -312,7 +319,7 @@ def test_output_directory_is_atomic_and_not_overwritten(tmp_path):
 def test_converter_starts_without_tensorflow():
   """The converter imports the (seqio/TensorFlow) vocabulary module only to
   read a vocabulary: its start-up is ~2 s, not ~10 s."""
-  assert checkpoint_io.VOCABULARY_FILENAME == vocabulary.VOCABULARY_FILENAME
+  assert pieces.VOCABULARY_FILENAME == pieces.VOCABULARY_FILENAME
   code = ("import sys; import rembert_t5x.convert.checkpoint_io; "
           "print(sorted(m for m in ('tensorflow', 'seqio') if m in sys.modules))")
   out = subprocess.run([sys.executable, "-c", code], capture_output=True,
@@ -324,7 +331,8 @@ def test_converter_starts_without_tensorflow():
 
 
 def test_cli_round_trip_and_one_line_errors(tmp_path):
-  hf = parity._randomise(transformers.RemBertForMaskedLM(parity._hf_config(CFG)))
+  hf = test_utils.randomise_hf(
+      transformers.RemBertForMaskedLM(test_utils.hf_config(CFG)))
   hf.save_pretrained(tmp_path / "hf")
   env = {**os.environ, "PYTHONPATH": str(test_utils.REPO_ROOT)}
 
@@ -360,7 +368,8 @@ def test_padded_config_round_trips_hf_exactly(tmp_path):
                 MLP_DIM=64, MAX_POSITION_EMBEDDINGS=40, VOCAB_PAD_MULTIPLE=128)
   gin_file.write_text("include 'gin_configs/architectures/rembert.gin'\n" + "".join(
       f"{k} = {v}\n" for k, v in fields.items()))
-  hf = parity._randomise(transformers.RemBertForMaskedLM(parity._hf_config(CFG)))
+  hf = test_utils.randomise_hf(
+      transformers.RemBertForMaskedLM(test_utils.hf_config(CFG)))
   hf.save_pretrained(tmp_path / "hf")
   checkpoint_io.hf_to_t5x(str(tmp_path / "hf"), str(tmp_path / "ours"),
                           gin_file=str(gin_file))
@@ -368,12 +377,13 @@ def test_padded_config_round_trips_hf_exactly(tmp_path):
   emb = params["encoder"]["embeddings"]["word_embeddings"]["embedding"]
   assert emb.shape == (128, 16) and not np.any(emb[97:])
   padded = network.RemBertConfig(**{**CFG.__dict__, "vocab_pad_multiple": 128})
-  ids, types, mask = parity._inputs(CFG)
+  ids, types, mask = test_utils.hf_inputs(CFG)
   ours = network.RemBertForMaskedLM(padded).apply(
       _jax_params(params), jnp.asarray(ids), jnp.asarray(types),
       jnp.asarray(mask, jnp.int32))
-  parity._assert_close(np.asarray(ours)[..., :97],
-                       parity._run_hf(hf, ids, types, mask).logits, mask)
+  test_utils.assert_close_to_hf(
+      np.asarray(ours)[..., :97],
+      test_utils.run_hf(hf, ids, types, mask).logits, mask)
 
   checkpoint_io.t5x_to_hf(str(tmp_path / "ours"), str(tmp_path / "back"))
   loaded = transformers.RemBertForMaskedLM.from_pretrained(tmp_path / "back")
@@ -382,8 +392,8 @@ def test_padded_config_round_trips_hf_exactly(tmp_path):
     np.testing.assert_array_equal(loaded.state_dict()[name].numpy(),
                                   value.numpy(), err_msg=name)
 
-  (tmp_path / "ours" / checkpoint_io.CONFIG_FILE).unlink()
-  with pytest.raises(cli.UserError, match=r"no rembert_config\.json in its MODEL_DIR; pass --gin_file="):
+  (tmp_path / "ours" / configs.CHECKPOINT_CONFIG_FILE).unlink()
+  with pytest.raises(errors.UserError, match=r"no rembert_config\.json in its MODEL_DIR; pass --gin_file="):
     checkpoint_io.t5x_to_hf(str(tmp_path / "ours"), str(tmp_path / "back2"))
   checkpoint_io.t5x_to_hf(str(tmp_path / "ours"), str(tmp_path / "back2"),
                           gin_file=str(gin_file))

@@ -19,7 +19,7 @@ import sys
 
 import jax
 
-from rembert_t5x.runner import cli
+from rembert_t5x.common import cli
 from rembert_t5x.runner import train
 from rembert_t5x.runner import train_lib
 

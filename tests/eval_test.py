@@ -6,11 +6,12 @@ import re
 import numpy as np
 import pytest
 
+from rembert_t5x.common import cli
+from rembert_t5x.common import errors
 from rembert_t5x import configs
 from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x.runner import checkpoints
-from rembert_t5x.runner import cli
 from rembert_t5x.runner import eval as eval_lib
 from rembert_t5x.runner import train
 from tests import test_utils
@@ -159,15 +160,15 @@ def test_selection_picks_the_best_english_dev_checkpoint(tmp_path):
 
 def test_eval_cli_needs_checkpoint_path(tmp_path):
   run = "gin_configs/runs/local_tiny_eval_pair.gin"
-  with pytest.raises(cli.UserError, match="CHECKPOINT_PATH is not set"):
+  with pytest.raises(errors.UserError, match="CHECKPOINT_PATH is not set"):
     eval_lib.main(cli.parse_gin_args([
         f"--gin_file={run}", f"--gin.EVAL_OUTPUT_DIR='{tmp_path}'"]))
-  with pytest.raises(cli.UserError, match="EVAL_OUTPUT_DIR is not set"):
+  with pytest.raises(errors.UserError, match="EVAL_OUTPUT_DIR is not set"):
     eval_lib.main(cli.parse_gin_args([
         f"--gin_file={run}", f"--gin.CHECKPOINT_PATH='{tmp_path}'"]))
   # Gin files that do not bind the directories: the error names the binding.
   configs.parse_gin([])
-  with pytest.raises(cli.UserError, match=re.escape(
+  with pytest.raises(errors.UserError, match=re.escape(
       "CHECKPOINT_PATH is not set: the gin files bind no "
       "eval_lib.evaluate.checkpoint_dir")):
     eval_lib.evaluate(model=None, mixture_or_task_name="unused")
@@ -177,7 +178,7 @@ def test_evaluate_missing_checkpoint_is_a_user_error(tasks, tmp_path):
   model = models.RemBertPairClassificationModel(
       network.RemBertForSequenceClassification(CONFIG, 2))
   configs.parse_gin([])
-  with pytest.raises(cli.UserError, match="no such directory"):
+  with pytest.raises(errors.UserError, match="no such directory"):
     eval_lib.evaluate(str(tmp_path / "nothing"), str(tmp_path / "out"),
                       model=model, mixture_or_task_name=tasks["pair"])
   assert not (tmp_path / "out").exists()

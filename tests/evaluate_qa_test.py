@@ -2,15 +2,16 @@
 
 import json
 import os
-from pathlib import Path
 import subprocess
 import sys
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from tests import test_utils
+
+REPO = test_utils.REPO_ROOT
 SCRIPT = REPO / "scripts" / "evaluate_qa.py"
-XQUAD_EN = REPO.parent / "shared" / "data" / "xquad" / "xquad.en.json"
+XQUAD_EN = test_utils.SHARED_DATA / "xquad" / "xquad.en.json"
 
 DATASET = {"version": "1.1", "data": [{"title": "t", "paragraphs": [
     {"context": "The Denver Broncos won in 2016 in Santa Clara.",

@@ -11,10 +11,10 @@ import pytest
 import seqio
 import tensorflow as tf
 
-from rembert_t5x import errors
+from rembert_t5x.common import errors
+from rembert_t5x.data import inputs
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x.data import inputs
 from rembert_t5x.runner import input_checkpoints
 from tests import test_utils
 

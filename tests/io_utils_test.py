@@ -1,4 +1,4 @@
-"""Atomic writes (rembert_t5x/runner/io_utils.py)."""
+"""Atomic writes (rembert_t5x/common/io_utils.py)."""
 
 import errno
 import json
@@ -7,8 +7,8 @@ import stat
 
 import pytest
 
-from rembert_t5x.runner import cli
-from rembert_t5x.runner import io_utils
+from rembert_t5x.common import errors
+from rembert_t5x.common import io_utils
 
 
 def test_write_text_creates_and_replaces(tmp_path):
@@ -65,7 +65,7 @@ def test_failure_before_the_rename_keeps_the_old_file(tmp_path, monkeypatch):
   monkeypatch.setattr(io_utils.os, "replace", broken_replace)
   with pytest.raises(OSError) as e:
     io_utils.atomic_write_text(path, "new\n")
-  assert not isinstance(e.value, cli.UserError) and e.value.errno == errno.EIO
+  assert not isinstance(e.value, errors.UserError) and e.value.errno == errno.EIO
   assert path.read_text() == "old\n"
   assert os.listdir(tmp_path) == ["metrics.jsonl"]
 
@@ -83,7 +83,7 @@ def test_user_errors_name_the_file(tmp_path, monkeypatch, code, reason):
     raise OSError(code, os.strerror(code))
 
   monkeypatch.setattr(io_utils.os, "write", failing_write)
-  with pytest.raises(cli.UserError, match=f"^cannot write {path}: {reason}$"):
+  with pytest.raises(errors.UserError, match=f"^cannot write {path}: {reason}$"):
     io_utils.atomic_write_json(path, [2])
   assert json.loads(path.read_text()) == [1]
   assert os.listdir(tmp_path) == ["results.json"]
@@ -98,6 +98,6 @@ def test_append_line(tmp_path):
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
 def test_append_to_a_full_device():
-  with pytest.raises(cli.UserError, match="^cannot write /dev/full: no space "
+  with pytest.raises(errors.UserError, match="^cannot write /dev/full: no space "
                      "left on device$"):
     io_utils.append_line("/dev/full", "x")

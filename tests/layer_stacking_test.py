@@ -16,11 +16,12 @@ import numpy as np
 import pytest
 
 from benchmarks import common
+from rembert_t5x import configs
+from rembert_t5x.convert import checkpoint_conversion as cc
+from rembert_t5x.convert import checkpoint_io
 from rembert_t5x import layer_stacking
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x.convert import checkpoint_conversion as cc
-from rembert_t5x.convert import checkpoint_io
 from tests import test_utils
 
 # One pre-training-only layer on top of two kept ones (paper Table 5).
@@ -167,7 +168,7 @@ def test_scanned_checkpoint_converts_to_the_same_hf_tensors(tmp_path):
                           .stack_layers(params, CFG.num_layers), SCANNED)):
     out = tmp_path / name
     checkpoint_io.write_orbax_params(out, iter(_leaves(tree).items()))
-    checkpoint_io.write_config(out, cfg)
+    configs.write_checkpoint_config(out, cfg)
     checkpoint_io.t5x_to_hf(str(out), str(tmp_path / f"{name}_hf"))
   safetensors = pytest.importorskip("safetensors.numpy")
   plain = safetensors.load_file(tmp_path / "plain_hf" / "model.safetensors")
@@ -176,9 +177,10 @@ def test_scanned_checkpoint_converts_to_the_same_hf_tensors(tmp_path):
   assert "rembert.encoder.layer.2.output.dense.weight" in plain  # the extra one
   for name in plain:
     np.testing.assert_array_equal(plain[name], scanned[name], err_msg=name)
-  configs = [json.loads((tmp_path / f"{n}_hf" / "config.json").read_text())
-             for n in ("plain", "scanned")]
-  assert configs[0] == configs[1] and configs[0]["num_hidden_layers"] == 3
+  hf_configs = [json.loads((tmp_path / f"{n}_hf" / "config.json").read_text())
+                for n in ("plain", "scanned")]
+  assert (hf_configs[0] == hf_configs[1]
+          and hf_configs[0]["num_hidden_layers"] == 3)
 
 
 @pytest.mark.parametrize("changes,message", [

@@ -8,32 +8,18 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from rembert_t5x.common import errors
 from rembert_t5x import configs
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x.runner import cli
 from tests import test_utils
 
-B, L = 3, 12
+B, L = test_utils.TINY_BATCH_SHAPE
 CFG = test_utils.TINY_CONFIG
 
 
-def _base_batch(seed=0):
-  rng = np.random.default_rng(seed)
-  tokens = rng.integers(5, CFG.vocab_size, (B, L)).astype(np.int32)
-  tokens[:, 0] = 2
-  segment_ids = np.ones((B, L), np.int32)
-  segment_ids[1, 9:] = 0
-  tokens[segment_ids == 0] = 0
-  token_types = np.zeros((B, L), np.int32)
-  token_types[:, 5:] = 1
-  positions = np.broadcast_to(np.arange(L, dtype=np.int32), (B, L)).copy()
-  return rng, {"input_tokens": tokens, "token_types": token_types,
-               "segment_ids": segment_ids, "positions": positions}
-
-
 def _mlm_batch(seed=0):
-  rng, batch = _base_batch(seed)
+  rng, batch = test_utils.tiny_batch(seed)
   weights = (rng.random((B, L)) < 0.25).astype(np.float32) * (batch["segment_ids"] > 0)
   batch.update(targets=rng.integers(5, CFG.vocab_size, (B, L)).astype(np.int32),
                weights=weights)
@@ -136,7 +122,7 @@ def test_pair_classification_model():
   model = models.RemBertPairClassificationModel(
       network.RemBertForSequenceClassification(CFG, num_classes=3))
   params = _init(model)
-  _, batch = _base_batch()
+  _, batch = test_utils.tiny_batch()
   batch["label"] = np.array([0, 2, 1], np.int32)
   _check_loss(model, params, batch)
   preds = model.predict_batch(params, batch)
@@ -147,7 +133,7 @@ def test_tagging_model():
   model = models.RemBertTaggingModel(
       network.RemBertForTokenClassification(CFG, num_classes=7))
   params = _init(model)
-  rng, batch = _base_batch()
+  rng, batch = test_utils.tiny_batch()
   batch["targets"] = rng.integers(0, 7, (B, L)).astype(np.int32)
   batch["weights"] = (rng.random((B, L)) < 0.5).astype(np.float32)
   _check_loss(model, params, batch)
@@ -158,7 +144,7 @@ def test_retrieval_model_embeds_with_the_pretrained_encoder():
   model = models.RemBertRetrievalModel(models.make_module("retrieval", CFG))
   assert isinstance(model.module, network.RemBertForRetrieval)
   params = _init(model)
-  _, batch = _base_batch()
+  _, batch = test_utils.tiny_batch()
   embeddings = model.predict_batch(params, batch)
   assert embeddings.shape == (B, CFG.emb_dim)
   assert embeddings.dtype == jnp.float32
@@ -177,9 +163,9 @@ def test_retrieval_model_embeds_with_the_pretrained_encoder():
   trimmed = {k: v[1:2, :9] for k, v in batch.items()}
   np.testing.assert_allclose(model.predict_batch(mlm_params, trimmed)[0],
                              full[1], rtol=1e-5, atol=1e-6)
-  with pytest.raises(cli.UserError, match="no training loss"):
+  with pytest.raises(errors.UserError, match="no training loss"):
     model.loss_fn(params, batch)
-  with pytest.raises(cli.UserError, match="no training loss"):
+  with pytest.raises(errors.UserError, match="no training loss"):
     model.eval_fn(params, batch)
 
 
@@ -187,7 +173,7 @@ def test_qa_model_predicts_spans_inside_the_context():
   model = models.RemBertQAModel(network.RemBertForQuestionAnswering(CFG),
                                 max_answer_length=3)
   params = _init(model)
-  _, batch = _base_batch()
+  _, batch = test_utils.tiny_batch()
   batch["start_positions"] = np.array([6, 0, 7], np.int32)
   batch["end_positions"] = np.array([7, 0, 8], np.int32)
   _check_loss(model, params, batch)
@@ -230,7 +216,7 @@ def test_finetuning_init_drops_the_output_embedding_and_extra_layers():
       pretrained["encoder"]["layers_1"]["mlp"]["wi"]["kernel"])
   encoder_count = sum(np.size(x) for x in jax.tree_util.tree_leaves(params["encoder"]))
   assert encoder_count == configs.count_parameters(cfg)["finetuning_params"]
-  _, batch = _base_batch()
+  _, batch = test_utils.tiny_batch()
   batch["label"] = np.array([0, 2, 1], np.int32)
   assert np.isfinite(cls.loss_fn(params, batch)[0])
 
@@ -343,40 +329,6 @@ def test_bfloat16_activations_keep_the_float32_loss():
 # --- Microbatching: k microbatches give the full batch's gradient ------------
 
 
-def _six_row_batch(kind):
-  """Two `_base_batch`es stacked, with the labels of `kind`.
-
-  Tagging and MLM rows get very different loss weights (one tagging row has
-  none), the case where a mean over one microbatch cannot be right.
-  """
-  parts = [_base_batch(seed)[1] for seed in (0, 1)]
-  batch = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
-  rng = np.random.default_rng(7)
-  n = 2 * B
-  if kind in ("mlm", "tagging"):
-    batch["targets"] = rng.integers(0, 7, (n, L)).astype(np.int32)
-    weights = np.zeros((n, L), np.float32)
-    for row, count in enumerate([L - 1, 1, 0, 6, 2, 4]):
-      weights[row, 1:1 + count] = 1.0
-    batch["weights"] = weights * (batch["segment_ids"] > 0)
-  elif kind == "pair":
-    batch["label"] = rng.integers(0, 3, n).astype(np.int32)
-  else:
-    batch["start_positions"] = rng.integers(5, 9, n).astype(np.int32)
-    batch["end_positions"] = batch["start_positions"] + 1
-  return batch
-
-
-def _model(kind):
-  if kind == "mlm":  # with BERT's max_predictions_per_seq picking
-    return models.RemBertMLMModel(network.RemBertForMaskedLM(CFG),
-                                  max_predictions_per_seq=5)
-  return {"pair": models.RemBertPairClassificationModel,
-          "tagging": models.RemBertTaggingModel,
-          "qa": models.RemBertQAModel}[kind](
-              models.make_module(kind, CFG, num_classes=7))
-
-
 def _t5x_style_accumulation(model, params, batch, k):
   """Gradients and merged metrics of k microbatches, as T5X's trainer does.
 
@@ -398,21 +350,16 @@ def _t5x_style_accumulation(model, params, batch, k):
   return total, merged
 
 
-def _assert_trees_close(a, b, **tol):
-  for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
-    np.testing.assert_allclose(x, y, **tol)
-
-
 @pytest.mark.parametrize("kind", ["mlm", "pair", "tagging", "qa"])
 def test_microbatches_sum_to_the_full_batch_gradient(kind, k=3):
-  model = _model(kind)
+  model = test_utils.tiny_model(kind)
   params = _init(model)
-  batch = jax.tree_util.tree_map(jnp.asarray, _six_row_batch(kind))
+  batch = jax.tree_util.tree_map(jnp.asarray, test_utils.six_row_batch(kind))
   full_grads, full_metrics = jax.jit(jax.grad(model.loss_fn, has_aux=True))(
       params, batch, None)
   grads, metrics = _t5x_style_accumulation(
       model, params, models.with_full_batch_loss_weight(model, batch), k)
-  _assert_trees_close(grads, full_grads, rtol=2e-5, atol=1e-7)
+  test_utils.assert_trees_close(grads, full_grads, rtol=2e-5, atol=1e-7)
   np.testing.assert_allclose(metrics["loss"].compute(),
                              full_metrics["loss"].compute(), rtol=1e-5)
   if kind not in ("pair", "tagging"):
@@ -422,7 +369,7 @@ def test_microbatches_sum_to_the_full_batch_gradient(kind, k=3):
   # something else again.
   naive, _ = _t5x_style_accumulation(model, params, batch, k)
   if kind == "pair":
-    _assert_trees_close(naive, jax.tree_util.tree_map(
+    test_utils.assert_trees_close(naive, jax.tree_util.tree_map(
         lambda g: k * g, full_grads), rtol=2e-5, atol=1e-6)
   else:
     ratios = [float(jnp.vdot(n, n) / jnp.vdot(f, f)) for n, f in zip(
@@ -432,8 +379,8 @@ def test_microbatches_sum_to_the_full_batch_gradient(kind, k=3):
 
 
 def test_full_batch_loss_weight_is_the_total_on_every_row():
-  model = _model("tagging")
-  batch = _six_row_batch("tagging")
+  model = test_utils.tiny_model("tagging")
+  batch = test_utils.six_row_batch("tagging")
   out = models.with_full_batch_loss_weight(model, batch)
   total = batch["weights"].sum()
   np.testing.assert_array_equal(out[models.FULL_BATCH_LOSS_WEIGHT],

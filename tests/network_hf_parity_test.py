@@ -25,46 +25,6 @@ jax.config.update("jax_default_matmul_precision", "highest")
 @pytest.fixture(scope="module", autouse=True)
 def _one_torch_thread():
   torch.set_num_threads(1)
-TOL = 1e-5
-BATCH, LENGTH = 3, 11
-
-
-def _hf_config(cfg: network.RemBertConfig, num_labels: int = 2):
-  return transformers.RemBertConfig(
-      vocab_size=cfg.vocab_size, hidden_size=cfg.emb_dim,
-      num_hidden_layers=cfg.num_pretraining_layers,
-      num_attention_heads=cfg.num_heads,
-      input_embedding_size=cfg.input_embed_dim,
-      output_embedding_size=cfg.output_embed_dim,
-      intermediate_size=cfg.mlp_dim, hidden_act="gelu",
-      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-      classifier_dropout_prob=0.0,
-      max_position_embeddings=cfg.max_position_embeddings,
-      type_vocab_size=cfg.type_vocab_size,
-      layer_norm_eps=cfg.layer_norm_epsilon, pad_token_id=0,
-      num_labels=num_labels, attn_implementation="eager")
-
-
-def _randomise(model, seed=0):
-  """Draws every parameter at random so biases and LayerNorms matter."""
-  gen = torch.Generator().manual_seed(seed)
-  with torch.no_grad():
-    for name, p in model.named_parameters():
-      p.copy_(torch.randn(p.shape, generator=gen) * 0.2)
-      if "LayerNorm.weight" in name:
-        p.add_(1.0)
-  model.eval()
-  return model
-
-
-def _inputs(cfg, seed=1):
-  rng = np.random.default_rng(seed)
-  ids = rng.integers(5, cfg.vocab_size, size=(BATCH, LENGTH))
-  types = rng.integers(0, 2, size=(BATCH, LENGTH))
-  lengths = np.array([LENGTH, 7, 4])
-  mask = (np.arange(LENGTH)[None, :] < lengths[:, None]).astype(np.int64)
-  ids = ids * mask  # pad id 0 after each sequence's length
-  return ids, types, mask
 
 
 def _state_dict(model):
@@ -80,37 +40,24 @@ def _our_params(model, cfg, head, num_classes=None, flavour="rembert",
   return {"params": jax.tree_util.tree_map(jnp.asarray, cc.unflatten(flat))}
 
 
-def _run_hf(model, ids, types, mask):
-  with torch.no_grad():
-    return model(input_ids=torch.tensor(ids), token_type_ids=torch.tensor(types),
-                 attention_mask=torch.tensor(mask))
-
-
-def _assert_close(ours, theirs, mask=None):
-  ours = np.asarray(ours)
-  theirs = np.asarray(theirs)
-  assert ours.shape == theirs.shape
-  if mask is not None:  # padded positions are not outputs anyone reads
-    ours, theirs = ours[mask.astype(bool)], theirs[mask.astype(bool)]
-  diff = np.max(np.abs(ours - theirs))
-  assert diff <= TOL, f"max abs difference {diff:.3g} > {TOL}"
-
-
 def test_masked_lm_logits_match_hf():
   cfg = test_utils.TINY_CONFIG
-  hf = _randomise(transformers.RemBertForMaskedLM(_hf_config(cfg)))
-  ids, types, mask = _inputs(cfg)
+  hf = test_utils.randomise_hf(
+      transformers.RemBertForMaskedLM(test_utils.hf_config(cfg)))
+  ids, types, mask = test_utils.hf_inputs(cfg)
   variables = _our_params(hf, cfg, cc.Head.MASKED_LM)
   ours = network.RemBertForMaskedLM(cfg).apply(
       variables, jnp.asarray(ids), jnp.asarray(types),
       jnp.asarray(mask, jnp.int32))
-  _assert_close(ours, _run_hf(hf, ids, types, mask).logits, mask)
+  test_utils.assert_close_to_hf(
+      ours, test_utils.run_hf(hf, ids, types, mask).logits, mask)
 
 
 def test_masked_lm_gathered_positions_equal_full_logits():
   cfg = test_utils.TINY_CONFIG
-  hf = _randomise(transformers.RemBertForMaskedLM(_hf_config(cfg)))
-  ids, types, mask = _inputs(cfg)
+  hf = test_utils.randomise_hf(
+      transformers.RemBertForMaskedLM(test_utils.hf_config(cfg)))
+  ids, types, mask = test_utils.hf_inputs(cfg)
   variables = _our_params(hf, cfg, cc.Head.MASKED_LM)
   model = network.RemBertForMaskedLM(cfg)
   positions = jnp.array([[0, 3, 5], [1, 2, 6], [0, 1, 3]])
@@ -131,25 +78,28 @@ def test_padded_vocabulary_matches_hf(coupled):
   cfg = network.RemBertConfig(**{**base.__dict__, "vocab_pad_multiple": 128})
   assert cfg.padded_vocab_size == 128
   if coupled:
-    hf = _randomise(transformers.BertForMaskedLM(transformers.BertConfig(
+    bert_cfg = transformers.BertConfig(
         vocab_size=cfg.vocab_size, hidden_size=cfg.emb_dim,
         num_hidden_layers=cfg.num_layers, num_attention_heads=cfg.num_heads,
         intermediate_size=cfg.mlp_dim, hidden_act="gelu",
         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
         max_position_embeddings=cfg.max_position_embeddings,
         type_vocab_size=cfg.type_vocab_size, layer_norm_eps=1e-12,
-        pad_token_id=0, attn_implementation="eager")))
+        pad_token_id=0, attn_implementation="eager")
+    hf = test_utils.randomise_hf(transformers.BertForMaskedLM(bert_cfg))
     variables = _our_params(hf, cfg, cc.Head.MASKED_LM, flavour="bert",
                             ignore=("cls.predictions.decoder.",))
   else:
-    hf = _randomise(transformers.RemBertForMaskedLM(_hf_config(cfg)))
+    hf = test_utils.randomise_hf(
+        transformers.RemBertForMaskedLM(test_utils.hf_config(cfg)))
     variables = _our_params(hf, cfg, cc.Head.MASKED_LM)
-  ids, types, mask = _inputs(cfg)
+  ids, types, mask = test_utils.hf_inputs(cfg)
   model = network.RemBertForMaskedLM(cfg)
   args = (jnp.asarray(ids), jnp.asarray(types), jnp.asarray(mask, jnp.int32))
   ours = np.asarray(model.apply(variables, *args))
-  assert ours.shape == (BATCH, LENGTH, 128)
-  _assert_close(ours[..., :97], _run_hf(hf, ids, types, mask).logits, mask)
+  assert ours.shape == (test_utils.HF_BATCH, test_utils.HF_LENGTH, 128)
+  test_utils.assert_close_to_hf(
+      ours[..., :97], test_utils.run_hf(hf, ids, types, mask).logits, mask)
   assert np.all(ours[..., 97:] == np.finfo(np.float32).min)
   positions = jnp.array([[0, 3, 5], [1, 2, 6], [0, 1, 3]])
   gathered = model.apply(variables, *args, masked_positions=positions)
@@ -164,31 +114,36 @@ def test_attention_implementations_match_hf(implementation):
   with HF to 1e-5 (cuDNN: tests/layers_test.py, on a GPU)."""
   cfg = network.RemBertConfig(**{**test_utils.TINY_CONFIG.__dict__,
                                  "attention_implementation": implementation})
-  hf = _randomise(transformers.RemBertForMaskedLM(_hf_config(cfg)))
-  ids, types, mask = _inputs(cfg)
+  hf = test_utils.randomise_hf(
+      transformers.RemBertForMaskedLM(test_utils.hf_config(cfg)))
+  ids, types, mask = test_utils.hf_inputs(cfg)
   variables = _our_params(hf, cfg, cc.Head.MASKED_LM)
   ours = network.RemBertForMaskedLM(cfg).apply(
       variables, jnp.asarray(ids), jnp.asarray(types),
       jnp.asarray(mask, jnp.int32))
-  _assert_close(ours, _run_hf(hf, ids, types, mask).logits, mask)
+  test_utils.assert_close_to_hf(
+      ours, test_utils.run_hf(hf, ids, types, mask).logits, mask)
 
 
 def test_pretraining_only_layers_are_on_top():
   cfg = network.RemBertConfig(**{
       **test_utils.TINY_CONFIG.__dict__, "num_pretraining_only_layers": 1})
-  hf = _randomise(transformers.RemBertForMaskedLM(_hf_config(cfg)))
-  ids, types, mask = _inputs(cfg)
+  hf = test_utils.randomise_hf(
+      transformers.RemBertForMaskedLM(test_utils.hf_config(cfg)))
+  ids, types, mask = test_utils.hf_inputs(cfg)
   variables = _our_params(hf, cfg, cc.Head.MASKED_LM)
   ours = network.RemBertForMaskedLM(cfg).apply(
       variables, jnp.asarray(ids), jnp.asarray(types),
       jnp.asarray(mask, jnp.int32))
-  _assert_close(ours, _run_hf(hf, ids, types, mask).logits, mask)
+  test_utils.assert_close_to_hf(
+      ours, test_utils.run_hf(hf, ids, types, mask).logits, mask)
 
 
 def test_encoder_hidden_states_and_pooler_match_hf():
   cfg = test_utils.TINY_CONFIG
-  hf = _randomise(transformers.RemBertModel(_hf_config(cfg)))
-  ids, types, mask = _inputs(cfg)
+  hf = test_utils.randomise_hf(
+      transformers.RemBertModel(test_utils.hf_config(cfg)))
+  ids, types, mask = test_utils.hf_inputs(cfg)
   sd = {f"rembert.{k}": v for k, v in _state_dict(hf).items()}
   entries = cc.hf_name_map(cfg, cc.Head.ENCODER)
   flat = cc.hf_to_flat_params(sd, entries, ignore_unused=("rembert.pooler.",))
@@ -196,13 +151,13 @@ def test_encoder_hidden_states_and_pooler_match_hf():
   hidden = network.RemBertEncoder(cfg).apply(
       {"params": variables["params"]["encoder"]}, jnp.asarray(ids),
       jnp.asarray(types), jnp.asarray(mask, jnp.int32))
-  out = _run_hf(hf, ids, types, mask)
-  _assert_close(hidden, out.last_hidden_state, mask)
+  out = test_utils.run_hf(hf, ids, types, mask)
+  test_utils.assert_close_to_hf(hidden, out.last_hidden_state, mask)
   # The pooler: dense + tanh on the [CLS] position.
   w = sd["rembert.pooler.dense.weight"]
   b = sd["rembert.pooler.dense.bias"]
   pooled = np.tanh(np.asarray(hidden)[:, 0] @ w.T + b)
-  _assert_close(pooled, out.pooler_output)
+  test_utils.assert_close_to_hf(pooled, out.pooler_output)
 
 
 def test_retrieval_embedding_is_xtremes_pooling_of_hf_hidden_states():
@@ -211,8 +166,9 @@ def test_retrieval_embedding_is_xtremes_pooling_of_hf_hidden_states():
   # over the attention mask ([CLS] and [SEP] included).
   cfg = network.RemBertConfig(**{**test_utils.TINY_CONFIG.__dict__,
                                  "num_layers": 4})
-  hf = _randomise(transformers.RemBertModel(_hf_config(cfg)))
-  ids, types, mask = _inputs(cfg)
+  hf = test_utils.randomise_hf(
+      transformers.RemBertModel(test_utils.hf_config(cfg)))
+  ids, types, mask = test_utils.hf_inputs(cfg)
   sd = {f"rembert.{k}": v for k, v in _state_dict(hf).items()}
   flat = cc.hf_to_flat_params(sd, cc.hf_name_map(cfg, cc.Head.ENCODER),
                               ignore_unused=("rembert.pooler.",))
@@ -227,7 +183,7 @@ def test_retrieval_embedding_is_xtremes_pooling_of_hf_hidden_states():
     ours = network.RemBertForRetrieval(cfg, layer=specific_layer + 1).apply(
         {"params": cc.unflatten(flat)}, jnp.asarray(ids),
         segment_ids=jnp.asarray(mask, jnp.int32))
-    _assert_close(ours, expected)
+    test_utils.assert_close_to_hf(ours, expected)
 
 
 @pytest.mark.parametrize("head_cls,head,num_labels", [
@@ -237,26 +193,27 @@ def test_retrieval_embedding_is_xtremes_pooling_of_hf_hidden_states():
 ])
 def test_task_heads_match_hf(head_cls, head, num_labels):
   cfg = test_utils.TINY_CONFIG
-  hf = _randomise(getattr(transformers, head_cls)(_hf_config(cfg, num_labels)))
-  ids, types, mask = _inputs(cfg)
+  hf = test_utils.randomise_hf(
+      getattr(transformers, head_cls)(test_utils.hf_config(cfg, num_labels)))
+  ids, types, mask = test_utils.hf_inputs(cfg)
   variables = _our_params(hf, cfg, head, num_classes=num_labels,
                           ignore=("rembert.pooler.",)
                           if head != cc.Head.SEQUENCE_CLASSIFICATION else ())
   args = (jnp.asarray(ids), jnp.asarray(types), jnp.asarray(mask, jnp.int32))
-  out = _run_hf(hf, ids, types, mask)
+  out = test_utils.run_hf(hf, ids, types, mask)
   if head == cc.Head.SEQUENCE_CLASSIFICATION:
     ours = network.RemBertForSequenceClassification(cfg, num_labels).apply(
         variables, *args)
-    _assert_close(ours, out.logits)
+    test_utils.assert_close_to_hf(ours, out.logits)
   elif head == cc.Head.TOKEN_CLASSIFICATION:
     ours = network.RemBertForTokenClassification(cfg, num_labels).apply(
         variables, *args)
-    _assert_close(ours, out.logits, mask)
+    test_utils.assert_close_to_hf(ours, out.logits, mask)
   else:
     start, end = network.RemBertForQuestionAnswering(cfg).apply(
         variables, *args)
-    _assert_close(start, out.start_logits, mask)
-    _assert_close(end, out.end_logits, mask)
+    test_utils.assert_close_to_hf(start, out.start_logits, mask)
+    test_utils.assert_close_to_hf(end, out.end_logits, mask)
 
 
 def test_coupled_mode_matches_hf_bert_with_tied_decoder():
@@ -269,17 +226,18 @@ def test_coupled_mode_matches_hf_bert_with_tied_decoder():
       max_position_embeddings=cfg.max_position_embeddings,
       type_vocab_size=cfg.type_vocab_size, layer_norm_eps=1e-12,
       pad_token_id=0, attn_implementation="eager")
-  hf = _randomise(transformers.BertForMaskedLM(bert_cfg))
+  hf = test_utils.randomise_hf(transformers.BertForMaskedLM(bert_cfg))
   # The decoder must be tied to the word embeddings in HF as in ours.
   assert (hf.cls.predictions.decoder.weight.data_ptr()
           == hf.bert.embeddings.word_embeddings.weight.data_ptr())
-  ids, types, mask = _inputs(cfg)
+  ids, types, mask = test_utils.hf_inputs(cfg)
   variables = _our_params(hf, cfg, cc.Head.MASKED_LM, flavour="bert",
                           ignore=("cls.predictions.decoder.",))
   ours = network.RemBertForMaskedLM(cfg).apply(
       variables, jnp.asarray(ids), jnp.asarray(types),
       jnp.asarray(mask, jnp.int32))
-  _assert_close(ours, _run_hf(hf, ids, types, mask).logits, mask)
+  test_utils.assert_close_to_hf(
+      ours, test_utils.run_hf(hf, ids, types, mask).logits, mask)
 
 
 @pytest.mark.parametrize("path", [
@@ -294,20 +252,23 @@ def test_coupled_mode_matches_hf_bert_with_tied_decoder():
 def test_parity_breaks_when_one_parameter_is_wrong(path):
   """The parity check is sharp: perturbing any one tensor is detected."""
   cfg = test_utils.TINY_CONFIG
-  hf = _randomise(transformers.RemBertForMaskedLM(_hf_config(cfg)))
-  ids, types, mask = _inputs(cfg)
+  hf = test_utils.randomise_hf(
+      transformers.RemBertForMaskedLM(test_utils.hf_config(cfg)))
+  ids, types, mask = test_utils.hf_inputs(cfg)
   flat = cc.flatten(_our_params(hf, cfg, cc.Head.MASKED_LM)["params"])
   flat[path] = flat[path] * 0.9
   ours = network.RemBertForMaskedLM(cfg).apply(
       {"params": cc.unflatten(flat)}, jnp.asarray(ids), jnp.asarray(types),
       jnp.asarray(mask, jnp.int32))
   with pytest.raises(AssertionError, match="max abs difference"):
-    _assert_close(ours, _run_hf(hf, ids, types, mask).logits, mask)
+    test_utils.assert_close_to_hf(
+        ours, test_utils.run_hf(hf, ids, types, mask).logits, mask)
 
 
 def test_round_trip_hf_ours_hf_is_bit_identical():
   cfg = test_utils.TINY_CONFIG
-  hf = _randomise(transformers.RemBertForMaskedLM(_hf_config(cfg)))
+  hf = test_utils.randomise_hf(
+      transformers.RemBertForMaskedLM(test_utils.hf_config(cfg)))
   sd = _state_dict(hf)
   entries = cc.hf_name_map(cfg, cc.Head.MASKED_LM)
   back = cc.flat_params_to_hf(cc.hf_to_flat_params(sd, entries), entries)
@@ -318,7 +279,8 @@ def test_round_trip_hf_ours_hf_is_bit_identical():
 
 def test_conversion_errors_name_the_tensor():
   cfg = test_utils.TINY_CONFIG
-  hf = _randomise(transformers.RemBertForMaskedLM(_hf_config(cfg)))
+  hf = test_utils.randomise_hf(
+      transformers.RemBertForMaskedLM(test_utils.hf_config(cfg)))
   sd = _state_dict(hf)
   entries = cc.hf_name_map(cfg, cc.Head.MASKED_LM)
   missing = dict(sd)

@@ -12,6 +12,7 @@ import pytest
 
 from rembert_t5x import network
 from rembert_t5x import partitioning
+from rembert_t5x.common import errors
 from tests import test_utils
 
 GOLDEN = test_utils.REPO_ROOT / "tests" / "testdata" / "tiny_params_golden.json"
@@ -240,3 +241,17 @@ def test_retrieval_pools_the_hidden_states_of_its_layer():
 def test_retrieval_errors_name_the_field(module, message):
   with pytest.raises(ValueError, match=message):
     _init(module)
+
+
+def test_sequences_longer_than_the_position_table_are_refused_when_traced():
+  model = network.RemBertEncoder(test_utils.TINY_CONFIG)
+  variables = _init(model)
+  table = test_utils.TINY_CONFIG.max_position_embeddings
+  assert model.apply(variables, jnp.ones((1, table), jnp.int32)).shape == (
+      1, table, test_utils.TINY_CONFIG.emb_dim)
+  too_long = jnp.ones((1, table + 1), jnp.int32)
+  for run in (model.apply, jax.jit(model.apply)):
+    with pytest.raises(errors.UserError,
+                       match=f"sequences of {table + 1} tokens are longer "
+                       f"than the model's position table \\({table} rows"):
+      run(variables, too_long)

@@ -25,24 +25,12 @@ REPO = test_utils.REPO_ROOT
 LR, WD = 0.5, 0.01
 
 
-def _names(tree):
-  return {"/".join(k): v for k, v in
-          flax.traverse_util.flatten_dict(flax.core.unfreeze(tree)).items()}
-
-
 def _params(kind, config=test_utils.TINY_CONFIG):
   module = models.make_module(kind, config, num_classes=3)
   variables = module.init(jax.random.PRNGKey(0), jnp.ones((1, 8), jnp.int32))
   # Non-zero everywhere (LayerNorm biases and dense biases start at 0),
   # so that decay would show on every leaf.
   return jax.tree_util.tree_map(lambda x: x + 1.0, variables["params"])
-
-
-def _bert_excluded(name):
-  # BERT's optimization.py: a variable is excluded when "LayerNorm",
-  # "layer_norm" or "bias" occurs in its name. Ours: every LayerNorm module
-  # is named *layer_norm; biases end in bias.
-  return name.endswith("bias") or "layer_norm/" in name
 
 
 PARAM_TREES = [("mlm", test_utils.TINY_CONFIG),
@@ -63,9 +51,9 @@ def test_decay_mask_excludes_biases_and_layer_norms(kind, config, frozen):
   # Same container types, so optax.masked can map over both together.
   assert (jax.tree_util.tree_structure(mask)
           == jax.tree_util.tree_structure(params))
-  names = _names(mask)
+  names = test_utils.param_names(mask)
   excluded = {n for n, decayed in names.items() if not decayed}
-  assert excluded == {n for n in names if _bert_excluded(n)}
+  assert excluded == {n for n in names if test_utils.bert_excluded(n)}
   # Every LayerNorm scale and bias, and every bias, are among them; every
   # kernel and embedding table is decayed.
   assert any(n.endswith("layer_norm/scale") for n in excluded)
@@ -83,22 +71,13 @@ def _zero_grad_step(tx, params):
   return optax.apply_updates(params, updates)
 
 
-def _check_only_kernels_decayed(before, after):
-  before, after = _names(before), _names(after)
-  for name, value in before.items():
-    if _bert_excluded(name):
-      np.testing.assert_array_equal(after[name], value, err_msg=name)
-    else:  # decoupled decay: p - lr * wd * p
-      np.testing.assert_allclose(after[name], value * (1 - LR * WD),
-                                 rtol=1e-6, err_msg=name)
-
-
 @pytest.mark.parametrize("kind,config", PARAM_TREES[:3], ids=TREE_IDS[:3])
 def test_local_runner_optimizer_decays_only_kernels(kind, config):
   params = _params(kind, config)
   tx, _ = train_lib.make_optimizer(LR, total_steps=10, warmup_steps=0,
                                    weight_decay=WD)
-  _check_only_kernels_decayed(params, _zero_grad_step(tx, params))
+  test_utils.check_only_kernels_decayed(params, _zero_grad_step(tx, params),
+                                        LR, WD)
 
 
 def _gin_block(text, configurable):
@@ -146,7 +125,7 @@ def test_gin_binds_this_optimizer_for_every_t5x_training_run():
   params = flax.core.freeze(_params("mlm"))
   after = _zero_grad_step(tx, params)
   assert isinstance(after, flax.core.FrozenDict)
-  _check_only_kernels_decayed(params, after)
+  test_utils.check_only_kernels_decayed(params, after, LR, WD)
 
 
 @pytest.mark.parametrize("scale", [0.01, 100.0])  # below and above the norm

@@ -9,7 +9,7 @@ import tensorflow_datasets as tfds
 from rembert_t5x import feature_converters
 from rembert_t5x import metrics
 import rembert_tasks.panx as panx
-from tests.xtreme_preprocessors_test import train_tiny_vocab
+from tests import test_utils
 
 # Raw PAN-X layout: every token carries a "{lang}:" prefix.
 DEV_DE = ("de:Angela\tB-PER\nde:Merkel\tI-PER\nde:sprach\tO\nde:in\tO\n"
@@ -21,7 +21,7 @@ LENGTHS = {"input_tokens": 48}
 
 @pytest.fixture(scope="module")
 def vocab(tmp_path_factory):
-  return train_tiny_vocab(tmp_path_factory.mktemp("spm"))
+  return test_utils.train_tiny_vocab(tmp_path_factory.mktemp("spm"))
 
 
 @pytest.fixture(scope="module")

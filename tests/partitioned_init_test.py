@@ -173,7 +173,7 @@ def test_every_paper_config_divides_at_model_1_to_16(gin_file):
 
 
 def test_memory_per_device_of_rembert():
-  """Params + Adam (3 float32 copies) per device, the README's table."""
+  """Params + Adam (3 float32 copies) per device, the table in docs/T5X.md."""
   shapes, params_axes = _rembert()
   gib = lambda dims, data, model: round(partitioning.bytes_per_device(
       shapes, partitioning.mesh_partition_specs(

@@ -8,14 +8,14 @@ import tensorflow_datasets as tfds
 
 from rembert_t5x import feature_converters
 import rembert_tasks.pawsx as pawsx
-from tests.xtreme_preprocessors_test import train_tiny_vocab
+from tests import test_utils
 
 LENGTHS = {"input_tokens": 12}
 
 
 @pytest.fixture(scope="module")
 def vocab(tmp_path_factory):
-  return train_tiny_vocab(tmp_path_factory.mktemp("spm"))
+  return test_utils.train_tiny_vocab(tmp_path_factory.mktemp("spm"))
 
 
 def test_default_registration():

@@ -10,16 +10,8 @@ from rembert_t5x.data import vocabulary
 from tests import test_utils
 
 
-def test_vocabulary_re_exports_the_same_objects():
-  for name in ("PAD_ID", "SPECIAL_PIECES", "SpecialIds", "TRAINED_LAYOUT",
-               "RELEASED_LAYOUT", "VOCABULARY_FILENAME", "read_special_ids",
-               "prenormalize", "alpha_sampling_rates", "sample_sentences",
-               "train_sentencepiece"):
-    assert getattr(vocabulary, name) is getattr(pieces, name), name
-
-
 def test_training_a_vocabulary_needs_no_tensorflow(tmp_path):
-  """scripts/train_vocab.py's import path: SentencePiece only (~1 s, not
+  """rembert-train-vocab's import path: SentencePiece only (~1 s, not
   the ~10 s of TensorFlow + seqio); it trains a model with the layout."""
   corpus = tmp_path / "sw.txt"
   corpus.write_text("habari ya asubuhi rafiki\n" * 40, "utf-8")

@@ -5,12 +5,13 @@ import pytest
 import seqio
 import tensorflow as tf
 
+from rembert_t5x.data import pieces
 from rembert_t5x.data import preprocessors
 from rembert_t5x.data import vocabulary
 from tests import test_utils
 
 VOCAB_SIZE = 1000
-TRAINED = vocabulary.TRAINED_LAYOUT
+TRAINED = pieces.TRAINED_LAYOUT
 # Special ids scattered as in the released RemBERT vocabulary: nothing may
 # assume they are 0..4.
 RELEASED = test_utils.RELEASED_LAYOUT_IDS
@@ -36,7 +37,7 @@ def vocab(tmp_path_factory):
     path.write_text("\n".join(" ".join(rng.choice(ws, 6))
                               for _ in range(200)), "utf-8")
     files[lang] = [str(path)]
-  model = vocabulary.train_sentencepiece(files, str(tmp / "spm"),
+  model = pieces.train_sentencepiece(files, str(tmp / "spm"),
                                          vocab_size=40, character_coverage=1.0)
   return vocabulary.RemBertVocabulary(model)
 
@@ -198,7 +199,7 @@ def test_mask_tokens_statistics_in_tf_data(ids):
 def test_random_replacements_are_uniform_over_ordinary_ids():
   # Tiny vocabulary with the specials in the middle: every ordinary id is
   # drawn about equally often, and no special id ever.
-  ids = vocabulary.SpecialIds(pad=0, unk=3, cls=5, sep=6, mask=9)
+  ids = pieces.SpecialIds(pad=0, unk=3, cls=5, sep=6, mask=9)
   fn = preprocessors.mask_tokens.__wrapped__
   tokens = tf.constant([ids.cls] + [1] * 4000 + [ids.sep], tf.int32)
   out = fn({"input_tokens": tokens}, seed=tf.constant([4, 4]), vocab_size=12,

@@ -9,12 +9,13 @@ import pytest
 import seqio
 import tensorflow_datasets as tfds
 
-from rembert_t5x import feature_converters
+from rembert_t5x.data import pieces
 from rembert_t5x.data import vocabulary
+from rembert_t5x import feature_converters
 from rembert_tasks import pretraining
+from tests import test_utils
 
-TATOEBA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / (
-    "tatoeba")
+TATOEBA = test_utils.SHARED_DATA / "tatoeba"
 LENGTH = 32
 
 
@@ -30,7 +31,7 @@ def corpus(tmp_path_factory):
     text = "\n".join(" ".join(rng.choice(ws, 7)) for _ in range(lines[lang]))
     (tmp / f"{lang}.txt").write_text(text + "\n\n", "utf-8")
   files = {lang: [str(tmp / f"{lang}.txt")] for lang in words}
-  model = vocabulary.train_sentencepiece(files, str(tmp / "spm"), 45,
+  model = pieces.train_sentencepiece(files, str(tmp / "spm"), 45,
                                          character_coverage=1.0)
   return tmp, files, vocabulary.RemBertVocabulary(model)
 
@@ -80,7 +81,7 @@ def _batches(name, num_batches):
   return list(ds.batch(4).take(num_batches).as_numpy_iterator())
 
 
-def _check_mlm_batch(batch, vocab_size, ids=vocabulary.TRAINED_LAYOUT):
+def _check_mlm_batch(batch, vocab_size, ids=pieces.TRAINED_LAYOUT):
   assert batch["input_tokens"].shape[1] == LENGTH
   real = batch["segment_ids"] > 0
   special = np.isin(batch["targets"], ids.as_tuple())
@@ -199,7 +200,7 @@ def test_tatoeba_local_text_many_scripts(tmp_path):
     pytest.skip(f"Real test data not found at {TATOEBA}.")
   files = {l: [str(TATOEBA / f"tatoeba.{l}-eng.{l}")]
            for l in ("tha", "cmn", "hin", "ell")}
-  model = vocabulary.train_sentencepiece(files, str(tmp_path / "spm"), 3000)
+  model = pieces.train_sentencepiece(files, str(tmp_path / "spm"), 3000)
   vocab = vocabulary.RemBertVocabulary(model)
   name = pretraining.register_local_text_mlm(
       "test_mlm_tatoeba", files_by_lang=files, vocabulary=vocab)

@@ -3,19 +3,19 @@
 import importlib
 import json
 import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 import seqio
 
-from rembert_t5x import feature_converters
+from rembert_t5x.data import pieces
 from rembert_t5x.data import qa
 from rembert_t5x.data import vocabulary
+from rembert_t5x import feature_converters
 import rembert_tasks.qa as qa_tasks
+from tests import test_utils
 
-XQUAD_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / (
-    "xquad")
+XQUAD_DIR = test_utils.SHARED_DATA / "xquad"
 LENGTH = 64
 PREFIX = "test_qa_"
 
@@ -61,7 +61,7 @@ def vocab(tmp_path_factory):
     text.write_text("\n".join(p["context"] for a in data["data"][:20]
                               for p in a["paragraphs"]), encoding="utf-8")
     files[lang] = [str(text)]
-  path = vocabulary.train_sentencepiece(files, str(directory / "qa"),
+  path = pieces.train_sentencepiece(files, str(directory / "qa"),
                                         vocab_size=2000, max_sentences=1000,
                                         character_coverage=1.0)
   return vocabulary.RemBertVocabulary(path)

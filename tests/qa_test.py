@@ -9,7 +9,6 @@ import collections
 import functools
 import json
 import os
-from pathlib import Path
 import random
 import unicodedata
 
@@ -18,12 +17,13 @@ import pytest
 import seqio
 import tensorflow as tf
 
-from rembert_t5x import metrics
+from rembert_t5x.data import pieces
 from rembert_t5x.data import qa
 from rembert_t5x.data import vocabulary
+from rembert_t5x import metrics
+from tests import test_utils
 
-XQUAD_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / (
-    "xquad")
+XQUAD_DIR = test_utils.SHARED_DATA / "xquad"
 XQUAD_LANGS = ("ar", "de", "el", "en", "es", "hi", "ro", "ru", "th", "tr",
                "vi", "zh")
 
@@ -49,14 +49,14 @@ def vocab(tmp_path_factory):
       " ".join(rng.choice(words) for _ in range(12)) for _ in range(400)),
                     encoding="utf-8")
   prefix = str(tmp_path_factory.mktemp("spm") / "tiny")
-  path = vocabulary.train_sentencepiece({"en": [str(corpus)]}, prefix,
+  path = pieces.train_sentencepiece({"en": [str(corpus)]}, prefix,
                                         vocab_size=64,
                                         character_coverage=1.0)
   return vocabulary.RemBertVocabulary(path)
 
 
 def _check_window_invariants(windows, example, max_seq_length,
-                             ids=vocabulary.TRAINED_LAYOUT):
+                             ids=pieces.TRAINED_LAYOUT):
   """Shape, special-token, token-type and offset invariants of windows."""
   context = example.context
   # Per character of the context: covered by some window's token; a gap
@@ -402,7 +402,7 @@ def xquad_vocab(tmp_path_factory):
     path.write_text("\n".join(contexts[::3]), encoding="utf-8")
     files[lang] = [str(path)]
   prefix = str(tmp_path_factory.mktemp("spm") / "xquad")
-  model = vocabulary.train_sentencepiece(files, prefix, vocab_size=8000,
+  model = pieces.train_sentencepiece(files, prefix, vocab_size=8000,
                                          max_sentences=2000,
                                          character_coverage=1.0)
   return vocabulary.RemBertVocabulary(model)
@@ -416,7 +416,7 @@ def test_xquad_gold_spans_round_trip(xquad_vocab, lang):
   examples = qa.parse_squad_json(data, f"xquad.{lang}.json")
   assert len(examples) >= 100
   windows, logits = [], []
-  pieces = xquad_vocab.tokenizer
+  sp = xquad_vocab.tokenizer
   unk_id = xquad_vocab.unk_id
   contexts_checked = set()
   for example in examples:
@@ -441,10 +441,10 @@ def test_xquad_gold_spans_round_trip(xquad_vocab, lang):
         near = example.context[max(0, s - 1):e + 1]
         if unicodedata.normalize("NFKC", near) != near:
           continue
-        piece = pieces.IdToPiece(int(token)).replace("\u2581", "")
+        piece = sp.IdToPiece(int(token)).replace("\u2581", "")
         # The span is of the original text, before "''" -> '"' (HF's
-        # pre-normalisation, vocabulary.prenormalize).
-        surface = vocabulary.prenormalize(example.context[s:e])[0]
+        # pre-normalisation, pieces.prenormalize).
+        surface = pieces.prenormalize(example.context[s:e])[0]
         assert not collections.Counter(piece) - collections.Counter(surface), (
             piece, surface)
       windows.append(w)

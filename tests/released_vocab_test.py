@@ -18,13 +18,15 @@ import pytest
 import seqio
 import sentencepiece as spm
 
+from rembert_t5x.common import cli
+from rembert_t5x.common import errors
 from rembert_t5x import configs
-from rembert_t5x import models
-from rembert_t5x import network
 from rembert_t5x.convert import checkpoint_io
 from rembert_t5x.data import lazy_vocabulary
+from rembert_t5x.data import pieces
 from rembert_t5x.data import vocabulary
-from rembert_t5x.runner import cli
+from rembert_t5x import models
+from rembert_t5x import network
 from rembert_t5x.runner import eval as eval_lib
 from rembert_t5x.runner import train
 from rembert_tasks import retrieval
@@ -110,7 +112,7 @@ def test_released_layout_is_read_by_name(data):
   assert all(not vocab.tokenizer.IdToPiece(i).startswith("[")
              for i in (1, 3, 4))
   assert vocabulary.RemBertVocabulary(
-      data["original"]).special_ids == vocabulary.TRAINED_LAYOUT
+      data["original"]).special_ids == pieces.TRAINED_LAYOUT
 
 
 @pytest.mark.parametrize("family", ["pair", "tag", "qa", "retrieval"])
@@ -176,9 +178,8 @@ def test_pair_ids_equal_hugging_face_on_this_vocabulary(data, tasks):
 def _hf_checkpoint(data, path):
   """A tiny random RemBertForMaskedLM with the released-layout vocabulary."""
   transformers = pytest.importorskip("transformers")
-  from tests import network_hf_parity_test as parity  # pylint: disable=g-import-not-at-top
-  model = parity._randomise(  # pylint: disable=protected-access
-      transformers.RemBertForMaskedLM(parity._hf_config(CONFIG)))  # pylint: disable=protected-access
+  model = test_utils.randomise_hf(
+      transformers.RemBertForMaskedLM(test_utils.hf_config(CONFIG)))
   model.save_pretrained(path)
   test_utils.write_hf_tokenizer_files(data["released"], path)
   return path
@@ -195,14 +196,14 @@ def converted(data):
 def test_hf_to_ours_carries_the_vocabulary_and_back(data, converted):
   out, summary = converted
   released = pathlib.Path(data["released"]).read_bytes()
-  assert summary.vocabulary == str(out / vocabulary.VOCABULARY_FILENAME)
-  assert (out / vocabulary.VOCABULARY_FILENAME).read_bytes() == released
+  assert summary.vocabulary == str(out / pieces.VOCABULARY_FILENAME)
+  assert (out / pieces.VOCABULARY_FILENAME).read_bytes() == released
   assert vocabulary.find_checkpoint_vocabulary(
       str(out / "checkpoints" / "0")) == str(
-          out / vocabulary.VOCABULARY_FILENAME)
+          out / pieces.VOCABULARY_FILENAME)
   back = data["dir"] / "back"
   summary = checkpoint_io.t5x_to_hf(str(out), str(back))
-  assert (back / vocabulary.VOCABULARY_FILENAME).read_bytes() == released
+  assert (back / pieces.VOCABULARY_FILENAME).read_bytes() == released
   config = json.loads((back / "config.json").read_text())
   assert (config["pad_token_id"], config["bos_token_id"],
           config["eos_token_id"]) == (0, 312, 313)
@@ -220,31 +221,13 @@ def test_fine_tune_from_the_converted_directory(data, converted, tmp_path,
   with pytest.raises(ValueError, match="REMBERT_SPM_PATH is not set"):
     _ = task.output_features["input_tokens"].vocabulary.vocab_size
   run_gin = tmp_path / "run.gin"
-  run_gin.write_text("""
-from __gin__ import dynamic_registration
-from rembert_t5x import models
-from rembert_t5x import network
-from rembert_t5x.runner import train
-include 'gin_configs/models/tiny.gin'
-VOCAB_SIZE = 400
-MODEL_DIR = %gin.REQUIRED
-INITIAL_CHECKPOINT_PATH = None
-models.RemBertPairClassificationModel.module = \\
-    @network.RemBertForSequenceClassification()
-network.RemBertForSequenceClassification.num_classes = 2
-train.train:
-  model_dir = %MODEL_DIR
-  model = @models.RemBertPairClassificationModel()
-  mixture_or_task_name = 'lazyvocab_pair_train'
-  task_feature_lengths = {'input_tokens': 64}
-  train_steps = 2
-  batch_size = 8
-  checkpoint_period = 2
-  log_period = 1
-  mesh_shape = (1, 1)
-  progress_bar = False
-  init_checkpoint = %INITIAL_CHECKPOINT_PATH
-""")
+  run_gin.write_text(test_utils.tiny_run_gin(
+      "lazyvocab_pair_train", vocab_size=400, length=64,
+      model="RemBertPairClassificationModel",
+      module="RemBertForSequenceClassification",
+      bindings=["INITIAL_CHECKPOINT_PATH = None",
+                "network.RemBertForSequenceClassification.num_classes = 2"],
+      log_period=1, init_checkpoint="%INITIAL_CHECKPOINT_PATH"))
   ft = tmp_path / "ft"
   # The local runner's command line, INITIAL_CHECKPOINT_PATH at the converted dir.
   train.main(cli.parse_gin_args([f"--gin_file={run_gin}",
@@ -254,7 +237,7 @@ train.train:
   model = models.RemBertPairClassificationModel(
       network.RemBertForSequenceClassification(CONFIG, 2))
   released = pathlib.Path(data["released"]).read_bytes()
-  assert (ft / vocabulary.VOCABULARY_FILENAME).read_bytes() == released
+  assert (ft / pieces.VOCABULARY_FILENAME).read_bytes() == released
   assert vocabulary.special_ids(
       task.output_features["input_tokens"].vocabulary) == RELEASED
 
@@ -267,15 +250,19 @@ train.train:
                              batch_size=8)
   assert record["tasks"]
   assert vocabulary.default_model_file() == str(
-      ft / vocabulary.VOCABULARY_FILENAME)
+      ft / pieces.VOCABULARY_FILENAME)
 
-  # $REMBERT_SPM_PATH still wins; a run into `ft` with it is refused, as
-  # ft's checkpoints were made with the other vocabulary.
+  # $REMBERT_SPM_PATH naming another vocabulary than the checkpoint's is
+  # refused unless asked for; then it wins, and a run into `ft` with it is
+  # still refused, as ft's checkpoints were made with the other vocabulary.
   monkeypatch.setenv(vocabulary.SPM_PATH_ENV, data["original"])
+  with pytest.raises(errors.UserError, match="differs from the checkpoint's"):
+    vocabulary.use_checkpoint_vocabulary(str(out))
+  monkeypatch.setenv(vocabulary.ALLOW_OTHER_VOCABULARY_ENV, "1")
   assert vocabulary.use_checkpoint_vocabulary(str(out)) == data["original"]
   assert vocabulary.special_ids(task.output_features["input_tokens"]
-                                .vocabulary) == vocabulary.TRAINED_LAYOUT
-  with pytest.raises(cli.UserError, match=r"ft/sentencepiece\.model differs "
+                                .vocabulary) == pieces.TRAINED_LAYOUT
+  with pytest.raises(errors.UserError, match=r"ft/sentencepiece\.model differs "
                      "from the vocabulary this run uses"):
     train.train(str(ft), model=model,
                 mixture_or_task_name="lazyvocab_pair_train",
@@ -293,5 +280,5 @@ def test_explicit_choice_wins_over_environment_and_checkpoint(
   assert chosen == data["released"]
   monkeypatch.delenv(vocabulary.SPM_PATH_ENV)
   assert vocabulary.use_checkpoint_vocabulary(str(out)) == str(
-      out / vocabulary.VOCABULARY_FILENAME)
+      out / pieces.VOCABULARY_FILENAME)
   assert vocabulary.use_checkpoint_vocabulary(None) is None

@@ -10,8 +10,8 @@ import pathlib
 
 import pytest
 
+from rembert_t5x.common import errors
 from rembert_t5x import configs
-from rembert_t5x import errors
 from rembert_t5x.experiments import reproduce
 
 LANGS = ("qla", "qcy", "qgr")

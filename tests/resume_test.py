@@ -21,13 +21,14 @@ import jax
 import numpy as np
 import pytest
 
+from rembert_t5x.common import cli
+from rembert_t5x.common import errors
 from rembert_t5x import configs
+from rembert_t5x.data import inputs
+from rembert_t5x.data import pieces
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x.data import inputs
-from rembert_t5x.data import vocabulary
 from rembert_t5x.runner import checkpoints
-from rembert_t5x.runner import cli
 from rembert_t5x.runner import input_checkpoints
 from rembert_t5x.runner import train
 from tests import test_utils
@@ -39,31 +40,11 @@ pytestmark = pytest.mark.slow
 STEPS = 12
 LENGTH = 32
 
-RUN_GIN = """
-from __gin__ import dynamic_registration
-import resume_test_tasks
-from rembert_t5x import models
-from rembert_t5x import network
-from rembert_t5x.runner import train
-include 'gin_configs/models/tiny.gin'
-VOCAB_SIZE = 64
-MODEL_DIR = %gin.REQUIRED
-train.train:
-  model_dir = %MODEL_DIR
-  model = @models.RemBertMLMModel()
-  mixture_or_task_name = 'resume_test_mlm'
-  task_feature_lengths = {'input_tokens': 32}
-  train_steps = 12
-  batch_size = 8
-  pack = True
-  learning_rate = 3e-3
-  checkpoint_period = 4
-  keep_checkpoints = 2
-  log_period = 1
-  mesh_shape = (1, 1)
-  progress_bar = False
-models.RemBertMLMModel.module = @network.RemBertForMaskedLM()
-"""
+# The task module (written by `setup`) is imported by the run file.
+RUN_GIN = test_utils.tiny_run_gin(
+    "resume_test_mlm", imports=["resume_test_tasks"], vocab_size=64,
+    length=LENGTH, train_steps=STEPS, pack=True, learning_rate=3e-3,
+    checkpoint_period=4, keep_checkpoints=2, log_period=1)
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +60,7 @@ def setup(tmp_path_factory):
     path.write_text("\n".join(" ".join(rng.choice(ws, rng.randint(3, 12)))
                               for _ in range(80)) + "\n", "utf-8")
     files[lang] = [str(path)]
-  spm = vocabulary.train_sentencepiece(files, str(tmp / "spm"), 45,
+  spm = pieces.train_sentencepiece(files, str(tmp / "spm"), 45,
                                        character_coverage=1.0)
   (tmp / "resume_test_tasks.py").write_text(textwrap.dedent(f"""\
       from rembert_t5x.data import vocabulary
@@ -321,7 +302,7 @@ def test_nonfinite_stop_names_the_step_and_keeps_the_last_good_checkpoint(
     poisoned_task, tmp_path):
   task, bad = poisoned_task
   model_dir = tmp_path / "m"
-  with pytest.raises(cli.UserError) as e:
+  with pytest.raises(errors.UserError) as e:
     _train(model_dir, task, "stop", checkpoint_period=2)
   message = str(e.value)
   good = (bad - 1) // 2 * 2

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from rembert_t5x.data import xtreme_readers
 from rembert_t5x import retrieval_metrics as rm
 
 
@@ -88,7 +89,7 @@ def _write_bucc(directory, source_rows, english_rows, gold):
   paths["gold"] = directory / "gold.txt"
   paths["gold"].write_text("".join(f"{s}\t{e}\n" for s, e in gold),
                            encoding="utf-8")
-  return rm.BuccMetric(str(paths["source"]), str(paths["english"]),
+  return xtreme_readers.BuccMetric(str(paths["source"]), str(paths["english"]),
                        str(paths["gold"]))
 
 

@@ -11,20 +11,19 @@ import pytest
 import seqio
 import tensorflow_datasets as tfds
 
+from rembert_t5x.data import xtreme_readers
 from rembert_t5x import feature_converters
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x.data import xtreme_readers
 from rembert_t5x.runner import eval as eval_lib
 import rembert_tasks.retrieval as retrieval
 from tests import test_utils
-from tests.xtreme_preprocessors_test import train_tiny_vocab
 
 # Minutes, not seconds: `-m 'not slow'` leaves it out of a quick loop
 # (.ci/run runs everything).
 pytestmark = pytest.mark.slow
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED_DATA = test_utils.SHARED_DATA
 LENGTHS = {"input_tokens": 64, "token_types": 64}
 
 
@@ -40,7 +39,7 @@ def _shared_data() -> Path:
 
 @pytest.fixture(scope="module")
 def vocab(tmp_path_factory):
-  return train_tiny_vocab(tmp_path_factory.mktemp("spm"))
+  return test_utils.train_tiny_vocab(tmp_path_factory.mktemp("spm"))
 
 
 class _Scorer:

@@ -1,7 +1,7 @@
 """benchmarks/scale_plan.py on tiny.gin: the pod plan's figures and checks.
 
 The full-size plan (rembert.gin on 8-64 simulated devices) is a benchmark
-(benchmarks/RESULTS.md); here the same code runs on the tiny model: once as
+(docs/PERFORMANCE.md); here the same code runs on the tiny model: once as
 the script in a subprocess (its own XLA_FLAGS, a real AOT compile), and
 in-process without compiling for the replicated-vocabulary check.
 """

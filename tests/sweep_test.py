@@ -5,15 +5,16 @@ import json
 
 import pytest
 
+from rembert_t5x.common import errors
 from rembert_t5x import configs
+from rembert_t5x.experiments import sweep
 from rembert_t5x import gin_path
 from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x.experiments import sweep
-from rembert_t5x.runner import cli
+from rembert_t5x import protocol
 from rembert_t5x.runner import train
-from tests import test_utils
 from rembert_tasks import registry
+from tests import test_utils
 
 
 def _record(grid, lr, seed, dev, families, train_language="en",
@@ -80,7 +81,7 @@ def test_one_squad_model_reports_xquad_and_mlqa_without_key_collisions():
   assert sweep._in_family("rembert_mlqa_en", "mlqa")
   assert not sweep._in_family("rembert_squad_en", "mlqa")
   assert sweep._in_family("rembert_local_mlqa_en", "mlqa")
-  assert sweep.task_score({"exact_match": 1.0, "f1": 3.0, "xtreme": 2.0}) == 2.0
+  assert protocol.task_score({"exact_match": 1.0, "f1": 3.0, "xtreme": 2.0}) == 2.0
   # Reference numbers, when given, go in their own column.
   text = sweep.markdown(table, "t", paper={"xquad": 61.0})
   assert "| 52.5 ± 0.0 | 45.0 ± 0.0 | 61.0 |" in text
@@ -136,7 +137,6 @@ def test_steps_are_derived_from_the_dataset_size():
   import seqio  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from rembert_t5x import protocol  # pylint: disable=g-import-not-at-top
-  from rembert_t5x.data import xtreme_preprocessors as xp  # pylint: disable=g-import-not-at-top
 
   def dataset_fn(split, shuffle_files, seed=None):
     del split, shuffle_files, seed
@@ -157,7 +157,7 @@ def test_steps_are_derived_from_the_dataset_size():
   assert sweep.resolve_steps(spec) == 12
   assert sweep.checkpoint_period(spec, 12) == 4  # one checkpoint per epoch
   assert sweep.resolve_steps(dataclasses.replace(spec, train_steps=5)) == 5
-  with pytest.raises(cli.UserError, match="has no 'validation' split"):
+  with pytest.raises(errors.UserError, match="has no 'validation' split"):
     protocol.num_examples("sweeptest_counted", "validation")
 
 

@@ -20,12 +20,13 @@ import numpy as np
 import pytest
 from flax import traverse_util
 
+from rembert_t5x.common import errors
+from rembert_t5x import configs
+from rembert_t5x.convert import checkpoint_conversion as cc
+from rembert_t5x.convert import checkpoint_io
 from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x import partitioning
-from rembert_t5x.convert import checkpoint_conversion as cc
-from rembert_t5x.convert import checkpoint_io
-from rembert_t5x.runner import cli
 from tests import test_utils
 
 HAS_T5X = importlib.util.find_spec("t5x") is not None
@@ -48,7 +49,7 @@ def _write_ours(path, module=None):
                        np.ones((1, 8), np.int32), enable_dropout=False)
   flat = _flat(params["params"])
   checkpoint_io.write_orbax_params(path, iter(flat.items()))
-  checkpoint_io.write_config(path, CFG)
+  configs.write_checkpoint_config(path, CFG)
   return flat
 
 
@@ -89,11 +90,11 @@ def test_export_restores_for_finetuning_bit_for_bit(tmp_path):
   assert summary.parameters == sum(v.size for v in flat.values())
   assert summary.vocab_rows_changed == 128 - 97
   assert flat["encoder/embeddings/word_embeddings/embedding"].shape == (128, 16)
-  assert checkpoint_io.read_config_file(
-      tmp_path / "native" / checkpoint_io.CONFIG_FILE) == PADDED
+  assert configs.read_checkpoint_config(
+      tmp_path / "native" / configs.CHECKPOINT_CONFIG_FILE) == PADDED
   assert summary.tensors == len(flat)
   assert sorted(os.listdir(tmp_path / "native")) == [
-      "checkpoint_0", checkpoint_io.CONFIG_FILE]
+      "checkpoint_0", configs.CHECKPOINT_CONFIG_FILE]
   assert (tmp_path / "native" / "checkpoint_0" / "checkpoint").is_file()
 
   pair = models.RemBertPairClassificationModel(
@@ -125,7 +126,7 @@ def test_scanned_export_restores_into_scanned_finetuning(tmp_path):
   from rembert_t5x.convert import t5x_export  # pylint: disable=g-import-not-at-top
   scanned = dataclasses.replace(CFG, scan_layers=True, remat_policy="full")
   flat = _write_ours(tmp_path / "ours")  # per-layer params, as converted
-  checkpoint_io.write_config(tmp_path / "ours", scanned)
+  configs.write_checkpoint_config(tmp_path / "ours", scanned)
   t5x_export.t5x_native(str(tmp_path / "ours"), str(tmp_path / "native"))
   # The fine-tuning run files pad the vocabulary as the export does.
   pair = models.RemBertPairClassificationModel(
@@ -176,17 +177,17 @@ def test_export_errors(tmp_path):
   from rembert_t5x.convert import t5x_export  # pylint: disable=g-import-not-at-top
   _write_ours(tmp_path / "pair",
               network.RemBertForSequenceClassification(CFG, 2))
-  with pytest.raises(cli.UserError, match="pre-training"):
+  with pytest.raises(errors.UserError, match="pre-training"):
     t5x_export.t5x_native(str(tmp_path / "pair"), str(tmp_path / "o"))
   assert not (tmp_path / "o").exists()
-  with pytest.raises(cli.UserError, match="no such directory"):
+  with pytest.raises(errors.UserError, match="no such directory"):
     t5x_export.t5x_native(str(tmp_path / "nope"), str(tmp_path / "o"))
   (tmp_path / "full").mkdir()
   (tmp_path / "full" / "x").write_text("x")
   _write_ours(tmp_path / "ours")
-  with pytest.raises(cli.UserError, match="exists and is not empty"):
+  with pytest.raises(errors.UserError, match="exists and is not empty"):
     t5x_export.t5x_native(str(tmp_path / "ours"), str(tmp_path / "full"))
-  with pytest.raises(cli.UserError, match="optimizer"):
+  with pytest.raises(errors.UserError, match="optimizer"):
     t5x_export.t5x_native(str(tmp_path / "ours"), str(tmp_path / "o"),
                           optimizer="sgd")
 

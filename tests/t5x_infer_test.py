@@ -19,17 +19,16 @@ import pytest
 import seqio
 import tensorflow as tf
 
+from rembert_t5x.common import errors
+from rembert_t5x.data import qa
+from rembert_t5x.data import xtreme_readers
 from rembert_t5x import models
 from rembert_t5x import t5x_datasets
 from rembert_t5x import t5x_infer
-from rembert_t5x.data import qa
-from rembert_t5x.data import xtreme_readers
-from rembert_t5x.runner import cli
 from rembert_tasks import panx
 from rembert_tasks import pawsx
 from rembert_tasks import registry
 from tests import test_utils
-from tests.xtreme_preprocessors_test import train_tiny_vocab
 
 CONFIG = test_utils.TINY_CONFIG  # vocab 97 >= the tiny vocabulary's 80
 PAIRS = [("The cat sat on the mat .", "A dog runs through the park .", 0),
@@ -49,7 +48,7 @@ SENTENCES = [[("Angela", "B-PER"), ("Merkel", "I-PER"), ("spoke", "O"),
 
 @pytest.fixture(scope="module")
 def vocab(tmp_path_factory):
-  return train_tiny_vocab(tmp_path_factory.mktemp("spm"))
+  return test_utils.train_tiny_vocab(tmp_path_factory.mktemp("spm"))
 
 
 @pytest.fixture(scope="module")
@@ -280,7 +279,7 @@ def test_verify_task_vocabulary_names_task_and_sizes(vocab, xtreme_dir):
   t5x_infer.verify_task_vocabulary(cfg, model)  # 80 ids fit in 97
   small = models.RemBertPairClassificationModel(models.make_module(
       "pair", dataclasses.replace(CONFIG, vocab_size=50), 2))
-  with pytest.raises(cli.UserError,
+  with pytest.raises(errors.UserError,
                      match="infer_pawsx_de: its vocabulary has 80 ids but "
                      "the model's VOCAB_SIZE is 50"):
     t5x_infer.verify_task_vocabulary(cfg, small)

@@ -8,16 +8,16 @@ T5X's own run files and the model it binds is built and initialised;
 """
 
 import glob
-import importlib.util
+import importlib
 import os
 import re
-import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from rembert_t5x.data import pieces
 from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x import partitioning
@@ -25,16 +25,14 @@ from rembert_t5x import t5x_partitioning
 from rembert_tasks import registry
 from tests import test_utils
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = str(test_utils.REPO_ROOT)
 RUNS = os.path.join(REPO, "gin_configs", "runs")
 RUN_FILES = sorted(f for f in glob.glob(os.path.join(RUNS, "*.gin"))
                    if not os.path.basename(f).startswith("local_"))
 T5X_RUN_FILES = ("t5x/configs/runs/pretrain.gin",
                  "t5x/configs/runs/finetune.gin", "t5x/configs/runs/eval.gin",
                  "t5x/configs/runs/infer.gin")
-HAS_T5X = importlib.util.find_spec("t5x") is not None
-needs_t5x = pytest.mark.skipif(
-    not HAS_T5X, reason="t5x is not installed (pip install -e '.[t5x]')")
+needs_t5x = test_utils.needs_t5x
 
 # finetune/eval file -> (model class, network class, classes of the task).
 TASK_FILES = {
@@ -255,49 +253,15 @@ def test_explicit_mesh_shapes():
 # --- With T5X ------------------------------------------------------------------
 
 
-def _parse(monkeypatch, script, files, bindings=()):
-  """Parses gin files as `python -m t5x.<script>` would (search path '.')."""
-  import gin  # pylint: disable=g-import-not-at-top
-  import t5x  # pylint: disable=g-import-not-at-top
-  main = importlib.import_module(f"t5x.{script}")
-  monkeypatch.setitem(sys.modules, "__main__", main)
-  monkeypatch.chdir(REPO)
-  gin.clear_config(clear_constants=True)
-  gin.add_config_file_search_path(REPO)
-  gin.add_config_file_search_path(
-      os.path.dirname(os.path.dirname(os.path.abspath(t5x.__file__))))
-  required = {  # what a user passes on the command line
-      "train": ["MODEL_DIR = '/tmp/unused'", "MIXTURE_OR_TASK_NAME = 'unused'",
-                "INITIAL_CHECKPOINT_PATH = '/tmp/unused'"],
-      "eval": ["CHECKPOINT_PATH = '/tmp/unused'",
-               "EVAL_OUTPUT_DIR = '/tmp/unused'"],
-      "infer": ["CHECKPOINT_PATH = '/tmp/unused'",
-                "INFER_OUTPUT_DIR = '/tmp/unused'"],
-  }[script]
-  gin.parse_config_files_and_bindings(files, required + list(bindings))
-  return gin
-
-
-def _build_model(gin):
-  return gin.query_parameter("MODEL/macro.value").scoped_configurable_fn()
-
-
-@pytest.fixture
-def clean_gin():
-  yield
-  import gin  # pylint: disable=g-import-not-at-top
-  gin.clear_config(clear_constants=True)
-
-
 @needs_t5x
 @pytest.mark.parametrize("run", ["pretrain_mlm"] + [
     f"finetune_{t}" for t in sorted(TASK_FILES)])
 def test_train_run_files_build_tiny_models(run, monkeypatch, clean_gin):
   from t5x import optimizers  # pylint: disable=g-import-not-at-top
-  gin = _parse(monkeypatch, "train", [
+  gin = test_utils.parse_t5x_gin(monkeypatch, "train", [
       "gin_configs/models/tiny.gin", f"gin_configs/runs/{run}.gin",
       "gin_configs/runs/t5x_cpu_tiny.gin"])
-  model = _build_model(gin)
+  model = test_utils.build_gin_model(gin)
   assert isinstance(model.optimizer_def, optimizers.OptaxWrapper)
   variables = model.get_initial_variables(
       jax.random.PRNGKey(0), {"input_tokens": (2, 16)})
@@ -311,10 +275,10 @@ def test_train_run_files_build_tiny_models(run, monkeypatch, clean_gin):
 @needs_t5x
 @pytest.mark.parametrize("task", sorted(TASK_FILES))
 def test_eval_run_files_build_tiny_models(task, monkeypatch, clean_gin):
-  gin = _parse(monkeypatch, "eval", [
+  gin = test_utils.parse_t5x_gin(monkeypatch, "eval", [
       "gin_configs/models/tiny.gin", f"gin_configs/runs/eval_{task}.gin",
       "gin_configs/runs/t5x_cpu_tiny.gin"])
-  model = _build_model(gin)
+  model = test_utils.build_gin_model(gin)
   assert type(model).__name__ == TASK_FILES[task][0]
 
 
@@ -334,11 +298,11 @@ def test_retrieval_eval_files_bind_the_retrieval_model(name):
 @needs_t5x
 @pytest.mark.parametrize("name", ["eval_tatoeba", "eval_bucc"])
 def test_retrieval_eval_files_build_tiny_models(name, monkeypatch, clean_gin):
-  gin = _parse(monkeypatch, "eval", [
+  gin = test_utils.parse_t5x_gin(monkeypatch, "eval", [
       "gin_configs/models/tiny.gin", f"gin_configs/runs/{name}.gin",
       "gin_configs/runs/t5x_cpu_tiny.gin"],
       bindings=["RETRIEVAL_LAYER = 1"])
-  model = _build_model(gin)
+  model = test_utils.build_gin_model(gin)
   assert isinstance(model, models.RemBertRetrievalModel)
   assert model.module.layer == 1
   variables = model.get_initial_variables(
@@ -361,7 +325,7 @@ def test_finetune_steps_are_derived_from_the_dataset(monkeypatch, clean_gin):
 
   registry.add_task("runs_test_count_en", source=seqio.FunctionDataSource(
       dataset_fn, splits=["train"]), output_features={})
-  gin = _parse(monkeypatch, "train", [
+  gin = test_utils.parse_t5x_gin(monkeypatch, "train", [
       "gin_configs/models/tiny.gin", "gin_configs/runs/finetune_pawsx.gin"],
       ["MIXTURE_OR_TASK_NAME = 'runs_test_count_en'", "BATCH_SIZE = 8",
        "MIXTURE_OR_TASK_MODULE = None"])
@@ -384,11 +348,11 @@ def test_finetune_assignment_map_keeps_encoder_drops_rest(monkeypatch,
                                                          clean_gin):
   """T5X's assignment-map semantics on real train-state keys."""
   from t5x import state_utils  # pylint: disable=g-import-not-at-top
-  gin = _parse(monkeypatch, "train", [
+  gin = test_utils.parse_t5x_gin(monkeypatch, "train", [
       "gin_configs/models/tiny.gin", "gin_configs/runs/finetune_pawsx.gin",
       "gin_configs/runs/t5x_cpu_tiny.gin"])
   rules = gin.query_parameter("utils.RestoreCheckpointConfig.assignment_map")
-  ft = _build_model(gin)
+  ft = test_utils.build_gin_model(gin)
   pt = models.RemBertMLMModel(network.RemBertForMaskedLM(ft.config))
 
   def state(model):
@@ -413,7 +377,7 @@ def test_model_parallel_overlay_builds_2x2_partitioner(monkeypatch,
                                                       clean_gin):
   if jax.device_count() % 2:
     pytest.skip("needs an even number of devices")
-  gin = _parse(monkeypatch, "train", [
+  gin = test_utils.parse_t5x_gin(monkeypatch, "train", [
       "gin_configs/models/tiny.gin", "gin_configs/runs/pretrain_mlm.gin",
       "gin_configs/runs/t5x_cpu_tiny.gin",
       "gin_configs/runs/t5x_cpu_model_parallel.gin"])
@@ -429,7 +393,7 @@ def test_model_parallel_overlay_builds_2x2_partitioner(monkeypatch,
 @needs_t5x
 def test_two_d_parameter_partitioning_maps_decoupled_widths_to_data(
     monkeypatch, clean_gin):
-  gin = _parse(monkeypatch, "train", [
+  gin = test_utils.parse_t5x_gin(monkeypatch, "train", [
       "gin_configs/models/tiny.gin", "gin_configs/runs/pretrain_mlm.gin",
       "gin_configs/runs/t5x_cpu_tiny.gin"],
       ["PARAMETER_PARTITIONING_DIMS = 2"])
@@ -448,10 +412,10 @@ def test_two_d_parameter_partitioning_maps_decoupled_widths_to_data(
     ("eval_pawsx", "eval", ())])
 def test_t5x_run_files_pad_the_vocabulary(run, script, bindings, monkeypatch,
                                           clean_gin):
-  gin = _parse(monkeypatch, script, [
+  gin = test_utils.parse_t5x_gin(monkeypatch, script, [
       "gin_configs/models/paper/rembert.gin", f"gin_configs/runs/{run}.gin"],
                bindings)
-  config = _build_model(gin).config
+  config = test_utils.build_gin_model(gin).config
   assert config.vocab_pad_multiple == partitioning.T5X_VOCAB_PAD_MULTIPLE
   assert (config.vocab_size, config.padded_vocab_size) == (250300, 250368)
 
@@ -460,10 +424,10 @@ def test_t5x_run_files_pad_the_vocabulary(run, script, bindings, monkeypatch,
 @pytest.mark.parametrize("task", sorted(INFER_FILES))
 def test_infer_run_files_build_tiny_models(task, monkeypatch, clean_gin):
   from rembert_t5x import t5x_infer  # pylint: disable=g-import-not-at-top
-  gin = _parse(monkeypatch, "infer", [
+  gin = test_utils.parse_t5x_gin(monkeypatch, "infer", [
       "gin_configs/models/tiny.gin", f"gin_configs/runs/infer_{task}.gin",
       "gin_configs/runs/t5x_cpu_tiny.gin"])
-  model = _build_model(gin)
+  model = test_utils.build_gin_model(gin)
   assert type(model).__name__ == INFER_FILES[task][0]
   write_fn = gin.query_parameter("infer_script.infer.write_fn")
   assert write_fn.scoped_configurable_fn.__name__ == INFER_FILES[task][2]
@@ -479,7 +443,7 @@ def test_pretrain_train_eval_off_without_a_validation_split(monkeypatch,
   name = test_utils.register_random_mlm_task()  # a 'train' split only
 
   def train_eval_config(*bindings):
-    gin = _parse(monkeypatch, "train", [
+    gin = test_utils.parse_t5x_gin(monkeypatch, "train", [
         "gin_configs/models/tiny.gin", "gin_configs/runs/pretrain_mlm.gin",
         "gin_configs/runs/t5x_cpu_tiny.gin"],
                  [f"MIXTURE_OR_TASK_NAME = '{name}'",
@@ -510,44 +474,44 @@ def test_vocabulary_hook_follows_the_checkpoint(monkeypatch, clean_gin,
   corpus = tmp_path / "en.txt"
   corpus.write_text("the cat sat on a mat\nthe dog ran far away\n" * 40,
                     "utf-8")
-  trained = vocabulary.train_sentencepiece(
+  trained = pieces.train_sentencepiece(
       {"en": [str(corpus)]}, str(tmp_path / "spm"), 24,
       character_coverage=1.0)
   (tmp_path / "C").mkdir()
   checkpoint_vocab = vocabulary.move_special_pieces(
-      trained, str(tmp_path / "C" / vocabulary.VOCABULARY_FILENAME),
+      trained, str(tmp_path / "C" / pieces.VOCABULARY_FILENAME),
       {"[CLS]": 20, "[SEP]": 21, "[MASK]": 22})
   model_dir = tmp_path / "ft"
-  gin = _parse(monkeypatch, "train", [
+  gin = test_utils.parse_t5x_gin(monkeypatch, "train", [
       "gin_configs/models/tiny.gin", "gin_configs/runs/finetune_pawsx.gin",
       "gin_configs/runs/t5x_cpu_tiny.gin"],
                [f"INITIAL_CHECKPOINT_PATH = '{tmp_path}/C/checkpoint_0'",
                 f"MODEL_DIR = '{model_dir}'"])
-  model = _build_model(gin)
+  model = test_utils.build_gin_model(gin)
   task_vocab = seqio.get_mixture_or_task(
       "rembert_pawsx_train_en").output_features["input_tokens"].vocabulary
   assert vocabulary.special_ids(task_vocab) == vocabulary.SpecialIds(
       pad=0, unk=1, cls=20, sep=21, mask=22)
   assert model.input_vocabulary == task_vocab
-  copied = model_dir / vocabulary.VOCABULARY_FILENAME
+  copied = model_dir / pieces.VOCABULARY_FILENAME
   assert copied.read_bytes() == open(checkpoint_vocab, "rb").read()
 
   # t5x.eval of the fine-tuned run: found through CHECKPOINT_PATH.
   vocabulary.use_checkpoint_vocabulary()
-  gin = _parse(monkeypatch, "eval", [
+  gin = test_utils.parse_t5x_gin(monkeypatch, "eval", [
       "gin_configs/models/tiny.gin", "gin_configs/runs/eval_pawsx.gin"],
                [f"CHECKPOINT_PATH = '{model_dir}/checkpoint_4'"])
-  _build_model(gin)
+  test_utils.build_gin_model(gin)
   assert vocabulary.default_model_file() == str(copied)
 
   # An explicit SENTENCEPIECE_MODEL wins over $REMBERT_SPM_PATH and the
   # checkpoint's.
   monkeypatch.setenv(vocabulary.SPM_PATH_ENV, trained)
-  gin = _parse(monkeypatch, "eval", [
+  gin = test_utils.parse_t5x_gin(monkeypatch, "eval", [
       "gin_configs/models/tiny.gin", "gin_configs/runs/eval_pawsx.gin"],
                [f"CHECKPOINT_PATH = '{model_dir}/checkpoint_4'",
                 f"SENTENCEPIECE_MODEL = '{checkpoint_vocab}'"])
-  _build_model(gin)
+  test_utils.build_gin_model(gin)
   assert vocabulary.default_model_file() == checkpoint_vocab
   assert vocabulary.special_ids(task_vocab).cls == 20
 
@@ -558,8 +522,9 @@ def test_training_run_files_compute_in_bfloat16_on_accelerators(
     cpu, monkeypatch, clean_gin):
   """train_base.gin: bf16 activations, float32 params; CPU overlay: f32."""
   files = ["gin_configs/models/tiny.gin", "gin_configs/runs/pretrain_mlm.gin"]
-  gin = _parse(monkeypatch, "train",
-               files + (["gin_configs/runs/t5x_cpu_tiny.gin"] if cpu else []))
-  config = _build_model(gin).config
+  gin = test_utils.parse_t5x_gin(
+      monkeypatch, "train",
+      files + (["gin_configs/runs/t5x_cpu_tiny.gin"] if cpu else []))
+  config = test_utils.build_gin_model(gin).config
   assert jnp.dtype(config.dtype) == (jnp.float32 if cpu else jnp.bfloat16)
   assert jnp.dtype(config.param_dtype) == jnp.float32

@@ -17,10 +17,7 @@ import pytest
 
 from rembert_t5x import models
 from rembert_t5x import optimizer
-from tests import models_test
-from tests import optimizer_test
 from tests import test_utils
-from tests.t5x_runs_test import _build_model, _parse, clean_gin  # pylint: disable=unused-import
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("t5x") is None,
@@ -30,6 +27,9 @@ pytestmark = pytest.mark.skipif(
 # No dropout anywhere: T5X always passes a dropout rng, and the comparisons
 # below need every microbatch to compute what the full batch computes.
 CFG = dataclasses.replace(test_utils.TINY_CONFIG, classifier_dropout_rate=0.0)
+# A learning rate that shows the decay in one step (optimizer_test.py's), and
+# the weight decay the run files leave at the optimizer's default.
+LR, WD = 0.5, 0.01
 
 
 def _train_state(model, optimizer_def, batch_size):
@@ -38,7 +38,8 @@ def _train_state(model, optimizer_def, batch_size):
   partitioner = t5x_export.make_partitioner()
   initializer = utils.TrainStateInitializer(
       optimizer_def=optimizer_def, init_fn=model.get_initial_variables,
-      input_shapes={"input_tokens": (batch_size, models_test.L)},
+      input_shapes={"input_tokens": (batch_size,
+                                      test_utils.TINY_BATCH_SHAPE[1])},
       partitioner=partitioner)
   state = initializer.from_scratch(jax.random.PRNGKey(0))
   return state, initializer.train_state_axes, partitioner
@@ -49,11 +50,12 @@ def test_gin_built_optimizer_decays_only_kernels(run, monkeypatch, clean_gin):
   """The optimizer_def the run files give the model, on T5X's train state."""
   from t5x import optimizers  # pylint: disable=g-import-not-at-top
   from t5x import train_state as train_state_lib  # pylint: disable=g-import-not-at-top
-  gin = _parse(monkeypatch, "train", [
-      "gin_configs/models/tiny.gin", f"gin_configs/runs/{run}.gin",
-      "gin_configs/runs/t5x_cpu_tiny.gin"],
-               [f"LEARNING_RATE = {optimizer_test.LR}", "WARMUP_STEPS = 0"])
-  model = _build_model(gin)
+  gin = test_utils.parse_t5x_gin(
+      monkeypatch, "train",
+      ["gin_configs/models/tiny.gin", f"gin_configs/runs/{run}.gin",
+       "gin_configs/runs/t5x_cpu_tiny.gin"],
+      [f"LEARNING_RATE = {LR}", "WARMUP_STEPS = 0"])
+  model = test_utils.build_gin_model(gin)
   assert isinstance(model.optimizer_def, optimizers.OptaxWrapper)
   variables = model.get_initial_variables(
       jax.random.PRNGKey(0), {"input_tokens": (1, 8)})
@@ -67,16 +69,17 @@ def test_gin_built_optimizer_decays_only_kernels(run, monkeypatch, clean_gin):
   zeros = jax.tree_util.tree_map(jnp.zeros_like, state.params)
   new = state.apply_gradient(zeros, learning_rate=None)
   assert isinstance(new.params, flax.core.FrozenDict)
-  optimizer_test._check_only_kernels_decayed(params, new.params)  # pylint: disable=protected-access
+  test_utils.check_only_kernels_decayed(params, new.params, LR, WD)
 
 
 def test_gin_trainer_takes_t5x_trainer_bindings(monkeypatch, clean_gin):
   from rembert_t5x import t5x_trainer  # pylint: disable=g-import-not-at-top
-  gin = _parse(monkeypatch, "train", [
-      "gin_configs/models/tiny.gin", "gin_configs/runs/finetune_panx.gin"],
-               # TRAIN_STEPS is derived from the task's size when not bound
-               # (PAN-X's TFDS data is not here).
-               ["trainer.Trainer.num_microbatches = 4", "TRAIN_STEPS = 938"])
+  gin = test_utils.parse_t5x_gin(
+      monkeypatch, "train",
+      ["gin_configs/models/tiny.gin", "gin_configs/runs/finetune_panx.gin"],
+      # TRAIN_STEPS is derived from the task's size when not bound (PAN-X's
+      # TFDS data is not here).
+      ["trainer.Trainer.num_microbatches = 4", "TRAIN_STEPS = 938"])
   make = gin.query_parameter("train_script.train.trainer_cls")
   assert make.configurable.wrapped is t5x_trainer.make_trainer
   settings = gin.get_bindings("t5x.trainer.Trainer")
@@ -94,9 +97,9 @@ def test_t5x_accumulate_grads_microbatched_gives_full_batch_gradient(kind):
   """T5X's own accumulation over 3 microbatches == one full batch."""
   from t5x import optimizers  # pylint: disable=g-import-not-at-top
   from t5x import trainer as trainer_lib  # pylint: disable=g-import-not-at-top
-  model = models_test._model(kind)  # pylint: disable=protected-access
+  model = test_utils.tiny_model(kind)
   model.module = models.make_module(kind, CFG, num_classes=7)
-  batch = jax.tree_util.tree_map(jnp.asarray, models_test._six_row_batch(kind))  # pylint: disable=protected-access
+  batch = jax.tree_util.tree_map(jnp.asarray, test_utils.six_row_batch(kind))
   state, _, _ = _train_state(model, optimizers.sgd(1.0), 6)
   rng = jax.random.PRNGKey(3)
   full, full_metrics, _ = trainer_lib.accumulate_grads_microbatched(
@@ -104,7 +107,7 @@ def test_t5x_accumulate_grads_microbatched_gives_full_batch_gradient(kind):
   micro, micro_metrics, _ = trainer_lib.accumulate_grads_microbatched(
       model, state, models.with_full_batch_loss_weight(model, batch), rng,
       num_microbatches=3)
-  models_test._assert_trees_close(micro, full, rtol=2e-5, atol=1e-7)  # pylint: disable=protected-access
+  test_utils.assert_trees_close(micro, full, rtol=2e-5, atol=1e-7)
   np.testing.assert_allclose(micro_metrics["loss"].compute(),
                              full_metrics["loss"].compute(), rtol=1e-5)
 
@@ -125,7 +128,7 @@ def test_full_batch_loss_trainer_step_equals_the_full_batch_step():
   # (conftest.py) on the partitioner's data axis.
   batch = jax.tree_util.tree_map(
       lambda x: jnp.asarray(np.concatenate([x] * 4)),
-      models_test._six_row_batch("tagging"))  # pylint: disable=protected-access
+      test_utils.six_row_batch("tagging"))
   state, axes, partitioner = _train_state(model, optimizers.sgd(1.0), 24)
   params = jax.device_get(state.params)
 
@@ -142,7 +145,7 @@ def test_full_batch_loss_trainer_step_equals_the_full_batch_step():
   full = step(t5x_trainer.FullBatchLossTrainer, None)
   ours = step(t5x_trainer.FullBatchLossTrainer, 3)
   theirs = step(trainer_lib.Trainer, 3)
-  models_test._assert_trees_close(ours, full, rtol=1e-5, atol=1e-7)  # pylint: disable=protected-access
+  test_utils.assert_trees_close(ours, full, rtol=1e-5, atol=1e-7)
   moved = lambda p: np.concatenate([np.ravel(a - b) for a, b in zip(
       jax.tree_util.tree_leaves(p), jax.tree_util.tree_leaves(params))])
   assert np.linalg.norm(moved(theirs)) > 1.5 * np.linalg.norm(moved(full))

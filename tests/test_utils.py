@@ -1,12 +1,14 @@
 """Shared tiny configurations and helpers for the tests."""
 
+import importlib.util
 import os
 import pathlib
 
 import pytest
 
-from rembert_t5x import network
+from rembert_t5x.data import pieces
 from rembert_t5x.data import vocabulary
+from rembert_t5x import network
 from rembert_tasks import registry
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -45,9 +47,9 @@ TINY_COUPLED_CONFIG = network.RemBertConfig(
 
 # The released RemBERT vocabulary's layout (defined, with its sources, in
 # rembert_t5x/data/vocabulary.py).
-RELEASED_LAYOUT = vocabulary.RELEASED_LAYOUT
-RELEASED_LAYOUT_IDS = vocabulary.SpecialIds(
-    *(RELEASED_LAYOUT[p] for p in vocabulary.SPECIAL_PIECES))
+RELEASED_LAYOUT = pieces.RELEASED_LAYOUT
+RELEASED_LAYOUT_IDS = pieces.SpecialIds(
+    *(RELEASED_LAYOUT[p] for p in pieces.SPECIAL_PIECES))
 
 
 # Shuffle buffer of the tests' tiny synthetic tasks: with seqio's 1,000, the
@@ -96,7 +98,7 @@ def write_hf_tokenizer_files(model_file: str, directory) -> pathlib.Path:
   from transformers.convert_slow_tokenizer import RemBertConverter  # pylint: disable=g-import-not-at-top
   directory = pathlib.Path(directory)
   directory.mkdir(parents=True, exist_ok=True)
-  shutil.copyfile(model_file, directory / vocabulary.VOCABULARY_FILENAME)
+  shutil.copyfile(model_file, directory / pieces.VOCABULARY_FILENAME)
   (directory / "tokenizer_config.json").write_text(json.dumps({
       "tokenizer_class": "RemBertTokenizer", "do_lower_case": False,
       "keep_accents": True, "remove_space": True, "bos_token": "[CLS]",
@@ -222,3 +224,323 @@ def run_script_user_error(args) -> str:
   assert result.returncode == 2, result.stderr[-2000:]
   assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr[-2000:]
   return lines[0]
+
+
+# ----------------------------------------------------------------------------
+# Local runs of the tiny model.
+# ----------------------------------------------------------------------------
+
+
+def tiny_run_gin(task: str = "test_random_mlm", *, vocab_size: int = 97,
+                 length: int = 16, model: str = "RemBertMLMModel",
+                 module: str = "RemBertForMaskedLM", imports=(), bindings=(),
+                 **train_arguments) -> str:
+  """The gin text of a local run (`python -m rembert_t5x.runner.train`) of
+  gin_configs/models/tiny.gin on `task`, MODEL_DIR left to the command line.
+
+  `model` and `module`: the models.* adapter and the network.* module it
+  wraps. `imports`: modules the file imports first (a task module);
+  `bindings`: more top-level lines. `train_arguments` override or add
+  `train.train` arguments (default: 2 steps of batch 8, a checkpoint at 2,
+  mesh (1, 1), no progress bar): a string is written as gin text (e.g.
+  "%INITIAL_CHECKPOINT_PATH"), anything else with repr; None leaves one out.
+  The text ends with a newline, so lines can be appended.
+  """
+  arguments = dict(train_steps=2, batch_size=8, checkpoint_period=2,
+                   mesh_shape=(1, 1), progress_bar=False)
+  arguments.update(train_arguments)
+  lines = [
+      "from __gin__ import dynamic_registration",
+      *(f"import {name}" for name in imports),
+      "from rembert_t5x import models",
+      "from rembert_t5x import network",
+      "from rembert_t5x.runner import train",
+      "include 'gin_configs/models/tiny.gin'",
+      f"VOCAB_SIZE = {vocab_size}",
+      "MODEL_DIR = %gin.REQUIRED",
+      *bindings,
+      f"models.{model}.module = @network.{module}()",
+      "train.train:",
+      "  model_dir = %MODEL_DIR",
+      f"  model = @models.{model}()",
+      f"  mixture_or_task_name = {task!r}",
+      f"  task_feature_lengths = {{'input_tokens': {length}}}",
+      *(f"  {name} = {value if isinstance(value, str) else repr(value)}"
+        for name, value in arguments.items() if value is not None),
+  ]
+  return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------
+# A tiny SentencePiece vocabulary (the XTREME task and preprocessor tests).
+# ----------------------------------------------------------------------------
+
+TINY_CORPUS = """Angela Merkel spoke in Berlin yesterday .
+The cat sat on the mat and looked at the dog .
+A dog runs through the park every morning .
+Paris is the capital of France .
+John Smith works for the United Nations in New York .
+Der Hund läuft jeden Morgen durch den Park .
+Die Katze sitzt auf der Matte .
+Le chat est assis sur le tapis .
+Maria sagte , sie wisse nicht , wo Tom sei .
+Tom and Mary say they do not want to sing with us anymore .""".splitlines()
+
+
+def train_tiny_vocab(directory) -> vocabulary.RemBertVocabulary:
+  """An 80-piece vocabulary: small enough that words split into pieces."""
+  corpus = directory / "corpus.txt"
+  corpus.write_text("\n".join(TINY_CORPUS * 3) + "\n", encoding="utf-8")
+  path = pieces.train_sentencepiece(
+      {"xx": [str(corpus)]}, str(directory / "tiny"), vocab_size=80,
+      max_sentences=100, character_coverage=1.0)
+  return vocabulary.RemBertVocabulary(path)
+
+
+# ----------------------------------------------------------------------------
+# Model adapters on tiny batches (models_test.py, t5x_trainer_test.py).
+# ----------------------------------------------------------------------------
+
+# (rows, length) of `tiny_batch`.
+TINY_BATCH_SHAPE = (3, 12)
+
+
+def tiny_batch(seed: int = 0):
+  """(rng, features) of a 3 x 12 batch for TINY_CONFIG, no labels: [CLS]
+  first, token types 1 from position 5, row 1 padded from position 9."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  b, l = TINY_BATCH_SHAPE
+  rng = np.random.default_rng(seed)
+  tokens = rng.integers(5, TINY_CONFIG.vocab_size, (b, l)).astype(np.int32)
+  tokens[:, 0] = 2
+  segment_ids = np.ones((b, l), np.int32)
+  segment_ids[1, 9:] = 0
+  tokens[segment_ids == 0] = 0
+  token_types = np.zeros((b, l), np.int32)
+  token_types[:, 5:] = 1
+  positions = np.broadcast_to(np.arange(l, dtype=np.int32), (b, l)).copy()
+  return rng, {"input_tokens": tokens, "token_types": token_types,
+               "segment_ids": segment_ids, "positions": positions}
+
+
+def six_row_batch(kind: str):
+  """Two `tiny_batch`es stacked, with the labels of `kind`.
+
+  Tagging and MLM rows get very different loss weights (one tagging row has
+  none), the case where a mean over one microbatch cannot be right.
+  """
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  parts = [tiny_batch(seed)[1] for seed in (0, 1)]
+  batch = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+  rng = np.random.default_rng(7)
+  b, l = TINY_BATCH_SHAPE
+  n = 2 * b
+  if kind in ("mlm", "tagging"):
+    batch["targets"] = rng.integers(0, 7, (n, l)).astype(np.int32)
+    weights = np.zeros((n, l), np.float32)
+    for row, count in enumerate([l - 1, 1, 0, 6, 2, 4]):
+      weights[row, 1:1 + count] = 1.0
+    batch["weights"] = weights * (batch["segment_ids"] > 0)
+  elif kind == "pair":
+    batch["label"] = rng.integers(0, 3, n).astype(np.int32)
+  else:
+    batch["start_positions"] = rng.integers(5, 9, n).astype(np.int32)
+    batch["end_positions"] = batch["start_positions"] + 1
+  return batch
+
+
+def tiny_model(kind: str):
+  """The model adapter of `kind` on TINY_CONFIG (7 classes; MLM with BERT's
+  max_predictions_per_seq picking, 5)."""
+  from rembert_t5x import models  # pylint: disable=g-import-not-at-top
+  if kind == "mlm":
+    return models.RemBertMLMModel(network.RemBertForMaskedLM(TINY_CONFIG),
+                                  max_predictions_per_seq=5)
+  return {"pair": models.RemBertPairClassificationModel,
+          "tagging": models.RemBertTaggingModel,
+          "qa": models.RemBertQAModel}[kind](
+              models.make_module(kind, TINY_CONFIG, num_classes=7))
+
+
+def assert_trees_close(a, b, **tol):
+  """np.testing.assert_allclose on every pair of leaves."""
+  import jax  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+    np.testing.assert_allclose(x, y, **tol)
+
+
+# ----------------------------------------------------------------------------
+# Weight decay (optimizer_test.py, t5x_trainer_test.py).
+# ----------------------------------------------------------------------------
+
+
+def param_names(tree):
+  """{"a/b/c": leaf} of a (frozen or not) parameter tree."""
+  import flax  # pylint: disable=g-import-not-at-top
+  return {"/".join(k): v for k, v in
+          flax.traverse_util.flatten_dict(flax.core.unfreeze(tree)).items()}
+
+
+def bert_excluded(name: str) -> bool:
+  """Whether BERT's optimizer leaves the parameter `name` undecayed."""
+  # BERT's optimization.py: a variable is excluded when "LayerNorm",
+  # "layer_norm" or "bias" occurs in its name. Ours: every LayerNorm module
+  # is named *layer_norm; biases end in bias.
+  return name.endswith("bias") or "layer_norm/" in name
+
+
+def check_only_kernels_decayed(before, after, learning_rate: float,
+                               weight_decay: float):
+  """`after` is `before` after one zero-gradient step: BERT's excluded
+  parameters unchanged, the others decayed (decoupled: p - lr * wd * p)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  before, after = param_names(before), param_names(after)
+  for name, value in before.items():
+    if bert_excluded(name):
+      np.testing.assert_array_equal(after[name], value, err_msg=name)
+    else:
+      np.testing.assert_allclose(
+          after[name], value * (1 - learning_rate * weight_decay),
+          rtol=1e-6, err_msg=name)
+
+
+# ----------------------------------------------------------------------------
+# Checkpoint conversion: the recorded TF variables, Hugging Face on random
+# weights (network_hf_parity_test.py and the conversion tests).
+# ----------------------------------------------------------------------------
+
+TF_VARIABLE_TABLE = (REPO_ROOT / "tests" / "testdata" /
+                     "rembert_tf_checkpoint_variables.json")
+
+
+def recorded_tf_variables(dims=None) -> dict[str, dict[str, tuple[int, ...]]]:
+  """The recorded TF variable table at `dims` (default: the real sizes).
+
+  Returns:
+    {"encoder": ..., "pooler": ..., "mlm_head": ..., "not_weights": ...}, each
+    `{name: shape}`; the encoder includes every layer.
+  """
+  import json  # pylint: disable=g-import-not-at-top
+  table = json.loads(TF_VARIABLE_TABLE.read_text())
+  dims = dims or table["dims"]
+  shape = lambda symbols: tuple(dims[s] for s in symbols)
+  encoder = {n: shape(s) for n, s in table["embeddings"]}
+  for i in range(dims["L"]):
+    prefix = table["per_layer_prefix"].format(i=i)
+    encoder.update({prefix + n: shape(s) for n, s in table["per_layer"]})
+  return {
+      "encoder": encoder,
+      "pooler": {n: shape(s) for n, s in table["pooler"]},
+      "mlm_head": {n: shape(s) for n, s in table["mlm_head_assumed"]},
+      "not_weights": {n: shape(s) for n, s in table["not_weights"]},
+  }
+
+
+_torch = LazyModule("torch")
+_transformers = LazyModule("transformers")
+
+# Agreement with Hugging Face, float32; the (batch, length) of `hf_inputs`.
+HF_TOL = 1e-5
+HF_BATCH, HF_LENGTH = 3, 11
+
+
+def hf_config(cfg: network.RemBertConfig, num_labels: int = 2):
+  """transformers.RemBertConfig of `cfg`, no dropout, eager attention."""
+  return _transformers.RemBertConfig(
+      vocab_size=cfg.vocab_size, hidden_size=cfg.emb_dim,
+      num_hidden_layers=cfg.num_pretraining_layers,
+      num_attention_heads=cfg.num_heads,
+      input_embedding_size=cfg.input_embed_dim,
+      output_embedding_size=cfg.output_embed_dim,
+      intermediate_size=cfg.mlp_dim, hidden_act="gelu",
+      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+      classifier_dropout_prob=0.0,
+      max_position_embeddings=cfg.max_position_embeddings,
+      type_vocab_size=cfg.type_vocab_size,
+      layer_norm_eps=cfg.layer_norm_epsilon, pad_token_id=0,
+      num_labels=num_labels, attn_implementation="eager")
+
+
+def randomise_hf(model, seed=0):
+  """Draws every parameter at random so biases and LayerNorms matter."""
+  gen = _torch.Generator().manual_seed(seed)
+  with _torch.no_grad():
+    for name, p in model.named_parameters():
+      p.copy_(_torch.randn(p.shape, generator=gen) * 0.2)
+      if "LayerNorm.weight" in name:
+        p.add_(1.0)
+  model.eval()
+  return model
+
+
+def hf_inputs(cfg, seed=1):
+  """(ids, token types, mask) of HF_BATCH rows of lengths HF_LENGTH, 7, 4."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(seed)
+  ids = rng.integers(5, cfg.vocab_size, size=(HF_BATCH, HF_LENGTH))
+  types = rng.integers(0, 2, size=(HF_BATCH, HF_LENGTH))
+  lengths = np.array([HF_LENGTH, 7, 4])
+  mask = (np.arange(HF_LENGTH)[None, :] < lengths[:, None]).astype(np.int64)
+  ids = ids * mask  # pad id 0 after each sequence's length
+  return ids, types, mask
+
+
+def run_hf(model, ids, types, mask):
+  with _torch.no_grad():
+    return model(input_ids=_torch.tensor(ids),
+                 token_type_ids=_torch.tensor(types),
+                 attention_mask=_torch.tensor(mask))
+
+
+def assert_close_to_hf(ours, theirs, mask=None):
+  """Same shape and within HF_TOL, at `mask`'s positions if given."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  ours = np.asarray(ours)
+  theirs = np.asarray(theirs)
+  assert ours.shape == theirs.shape
+  if mask is not None:  # padded positions are not outputs anyone reads
+    ours, theirs = ours[mask.astype(bool)], theirs[mask.astype(bool)]
+  diff = np.max(np.abs(ours - theirs))
+  assert diff <= HF_TOL, f"max abs difference {diff:.3g} > {HF_TOL}"
+
+
+# ----------------------------------------------------------------------------
+# Gin parses with the real T5X (t5x_runs_test.py, t5x_trainer_test.py,
+# xtreme_local_test.py); `clean_gin` in conftest.py clears them after.
+# ----------------------------------------------------------------------------
+
+needs_t5x = pytest.mark.skipif(
+    importlib.util.find_spec("t5x") is None,
+    reason="t5x is not installed (pip install -e '.[t5x]')")
+
+
+def parse_t5x_gin(monkeypatch, script: str, files, bindings=()):
+  """Parses gin files as `python -m t5x.<script>` would (search path '.');
+  returns the gin module."""
+  import importlib  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  import gin  # pylint: disable=g-import-not-at-top
+  import t5x  # pylint: disable=g-import-not-at-top
+  main = importlib.import_module(f"t5x.{script}")
+  monkeypatch.setitem(sys.modules, "__main__", main)
+  monkeypatch.chdir(REPO_ROOT)
+  gin.clear_config(clear_constants=True)
+  gin.add_config_file_search_path(str(REPO_ROOT))
+  gin.add_config_file_search_path(
+      os.path.dirname(os.path.dirname(os.path.abspath(t5x.__file__))))
+  required = {  # what a user passes on the command line
+      "train": ["MODEL_DIR = '/tmp/unused'", "MIXTURE_OR_TASK_NAME = 'unused'",
+                "INITIAL_CHECKPOINT_PATH = '/tmp/unused'"],
+      "eval": ["CHECKPOINT_PATH = '/tmp/unused'",
+               "EVAL_OUTPUT_DIR = '/tmp/unused'"],
+      "infer": ["CHECKPOINT_PATH = '/tmp/unused'",
+                "INFER_OUTPUT_DIR = '/tmp/unused'"],
+  }[script]
+  gin.parse_config_files_and_bindings(files, required + list(bindings))
+  return gin
+
+
+def build_gin_model(gin):
+  """The model a parsed T5X run binds to its MODEL macro."""
+  return gin.query_parameter("MODEL/macro.value").scoped_configurable_fn()

@@ -1,5 +1,7 @@
 """The local runner: training, checkpoints, resume, sharding, user errors."""
 
+import dataclasses
+import inspect
 import json
 import os
 import pathlib
@@ -8,35 +10,17 @@ import re
 import numpy as np
 import pytest
 
+from rembert_t5x.common import cli
+from rembert_t5x.common import errors
 from rembert_t5x import configs
 from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x.runner import checkpoints
-from rembert_t5x.runner import cli
 from rembert_t5x.runner import train
 from tests import test_utils
 
-RUN_GIN = """
-from __gin__ import dynamic_registration
-from rembert_t5x import models
-from rembert_t5x import network
-from rembert_t5x.runner import train
-include 'gin_configs/models/tiny.gin'
-VOCAB_SIZE = 97
-MODEL_DIR = %gin.REQUIRED
-train.train:
-  model_dir = %MODEL_DIR
-  model = @models.RemBertMLMModel()
-  mixture_or_task_name = 'test_random_mlm'
-  task_feature_lengths = {'input_tokens': 16}
-  train_steps = 4
-  batch_size = 8
-  learning_rate = 1e-3
-  checkpoint_period = 2
-  log_period = 2
-  progress_bar = False
-models.RemBertMLMModel.module = @network.RemBertForMaskedLM()
-"""
+RUN_GIN = test_utils.tiny_run_gin(train_steps=4, learning_rate=1e-3,
+                                  log_period=2, mesh_shape=None)
 
 
 @pytest.fixture(autouse=True)
@@ -129,6 +113,37 @@ def test_finetuning_from_a_pretraining_checkpoint(tmp_path):
       params["encoder"]["embeddings"]["word_embeddings"]["embedding"])
 
 
+def test_train_arguments_are_the_config_fields():
+  """`train.train` (the gin-facing entry) takes `model` and the config."""
+  names = list(inspect.signature(train.train).parameters)
+  assert names == ["model_dir", "model"] + [
+      f.name for f in dataclasses.fields(train.TrainConfig)][1:]
+
+
+def test_nonfinite_stop_names_the_step_between_log_steps(tmp_path):
+  """A non-finite step that neither logs nor saves is still the one named.
+
+  Every example has an infinite loss weight, so step 1 is the first
+  non-finite step; it is checked after step 2 has been dispatched.
+  """
+  test_utils.register_random_mlm_task("test_all_inf_mlm",
+                                      first_weight=lambda i: np.inf)
+  configs.parse_gin([])
+  model = models.RemBertMLMModel(network.RemBertForMaskedLM(test_utils.TINY_CONFIG))
+  model_dir = tmp_path / "m"
+  with pytest.raises(errors.UserError, match=re.escape(
+      "non-finite loss or gradient at step 1 (") + ".*last good checkpoint "
+                     "is none"):
+    train.train(str(model_dir), model=model,
+                mixture_or_task_name="test_all_inf_mlm",
+                task_feature_lengths={"input_tokens": 16}, train_steps=4,
+                batch_size=8, checkpoint_period=4, log_period=4,
+                mesh_shape=(1, 1), progress_bar=False)
+  assert not [p for p in (model_dir / "checkpoints").iterdir()
+              if p.name.isdigit()]
+  assert not (model_dir / "metrics.jsonl").exists()
+
+
 @pytest.mark.parametrize("binding,message", [
     ("--gin.train.train.mixture_or_task_name='no_such_task'",
      "unknown task or mixture 'no_such_task'"),
@@ -148,14 +163,14 @@ def test_user_errors_are_one_line(run_gin, tmp_path, capsys, binding, message):
 def test_unwritable_model_dir(run_gin, tmp_path):
   locked = tmp_path / "locked"
   locked.mkdir(mode=0o500)
-  with pytest.raises(cli.UserError, match="is not writable"):
+  with pytest.raises(errors.UserError, match="is not writable"):
     _main(f"--gin_file={run_gin}", f"--gin.MODEL_DIR='{locked / 'm'}'")
 
 
 def test_model_dir_that_is_a_file(run_gin, tmp_path):
   blocker = tmp_path / "file"
   blocker.write_text("not a directory")
-  with pytest.raises(cli.UserError, match=f"MODEL_DIR {blocker / 'm'} is not writable"):
+  with pytest.raises(errors.UserError, match=f"MODEL_DIR {blocker / 'm'} is not writable"):
     _main(f"--gin_file={run_gin}", f"--gin.MODEL_DIR='{blocker / 'm'}'")
 
 
@@ -164,7 +179,7 @@ def test_checkpoint_of_another_architecture_is_refused(run_gin, tmp_path):
   _main(f"--gin_file={run_gin}", f"--gin.MODEL_DIR='{model_dir}'")
   before = sorted(p.name for p in (model_dir / "checkpoints").iterdir())
   metrics_before = (model_dir / "metrics.jsonl").read_text()
-  with pytest.raises(cli.UserError, match=r"parameter .* has shape .* this model expects"):
+  with pytest.raises(errors.UserError, match=r"parameter .* has shape .* this model expects"):
     _main(f"--gin_file={run_gin}", f"--gin.MODEL_DIR='{model_dir}'",
           "--gin.EMBED_DIM=128", "--gin.NUM_HEADS=8", "--gin.train.train_steps=6")
   assert sorted(p.name for p in (model_dir / "checkpoints").iterdir()) == before
@@ -172,16 +187,16 @@ def test_checkpoint_of_another_architecture_is_refused(run_gin, tmp_path):
 
 
 def test_missing_model_dir(run_gin, tmp_path):
-  with pytest.raises(cli.UserError, match="MODEL_DIR is not set"):
+  with pytest.raises(errors.UserError, match="MODEL_DIR is not set"):
     _main(f"--gin_file={run_gin}")
   # A run file that does not bind train.train.model_dir = %MODEL_DIR: the
   # error says so, and a --gin.MODEL_DIR it would ignore is refused.
   unbound = tmp_path / "unbound.gin"
   unbound.write_text(RUN_GIN.replace("  model_dir = %MODEL_DIR\n", ""))
-  with pytest.raises(cli.UserError, match=re.escape(
+  with pytest.raises(errors.UserError, match=re.escape(
       "MODEL_DIR is not set: the run file binds no train.train.model_dir")):
     _main(f"--gin_file={unbound}")
-  with pytest.raises(cli.UserError, match="no gin file of this run uses the "
+  with pytest.raises(errors.UserError, match="no gin file of this run uses the "
                      "macro MODEL_DIR"):
     _main(f"--gin_file={unbound}", f"--gin.MODEL_DIR='{tmp_path / 'm'}'")
   assert not (tmp_path / "m").exists()
@@ -202,7 +217,7 @@ def test_parse_gin_args():
       (["--gin.X=3"], "no --gin_file given"),
       (["--gin_file=a.gin", "extra"], "unexpected arguments: extra"),
       (["--gin_file"], "Missing value for flag --gin_file")]:
-    with pytest.raises(cli.UserError, match=re.escape(message)):
+    with pytest.raises(errors.UserError, match=re.escape(message)):
       cli.parse_gin_args(argv)
 
 

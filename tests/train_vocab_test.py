@@ -1,17 +1,17 @@
 """Tests for scripts/train_vocab.py, run as a user would run it."""
 
 import os
-from pathlib import Path
 import subprocess
 import sys
 
 import pytest
 
 from rembert_t5x.data import vocabulary
+from tests import test_utils
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = test_utils.REPO_ROOT
 SCRIPT = REPO / "scripts" / "train_vocab.py"
-TATOEBA = REPO.parent / "shared" / "data" / "tatoeba"
+TATOEBA = test_utils.SHARED_DATA / "tatoeba"
 
 
 def _run(*flags):

@@ -9,7 +9,7 @@ import tensorflow_datasets as tfds
 
 from rembert_t5x import feature_converters
 import rembert_tasks.udpos as udpos
-from tests.xtreme_preprocessors_test import train_tiny_vocab
+from tests import test_utils
 
 # XTREME's udpos/{split}-{lang}.tsv: word<TAB>UPOS, blank line between.
 DEV_FR = ("Le\tDET\nchat\tNOUN\nest\tAUX\nassis\tVERB\n.\tPUNCT\n\n"
@@ -19,7 +19,7 @@ LENGTHS = {"input_tokens": 16}
 
 @pytest.fixture(scope="module")
 def vocab(tmp_path_factory):
-  return train_tiny_vocab(tmp_path_factory.mktemp("spm"))
+  return test_utils.train_tiny_vocab(tmp_path_factory.mktemp("spm"))
 
 
 def test_default_registration_and_tfds_names():

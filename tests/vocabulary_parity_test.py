@@ -22,6 +22,7 @@ import pytest
 import seqio
 import tensorflow as tf
 
+from rembert_t5x.data import pieces
 from rembert_t5x.data import qa
 from rembert_t5x.data import vocabulary
 from rembert_t5x.data import xtreme_preprocessors as xp
@@ -58,7 +59,7 @@ def real(tmp_path_factory):
   # of the 2,880 paragraphs (alpha-sampled over the 12 languages): 11 s
   # instead of 25 s, and parity does not depend on how the pieces were
   # chosen; the texts compared below are all of them.
-  trained = vocabulary.train_sentencepiece(files, str(tmp / "xquad"), 3000,
+  trained = pieces.train_sentencepiece(files, str(tmp / "xquad"), 3000,
                                            character_coverage=0.999,
                                            max_sentences=1200)
   released = test_utils.released_layout_vocabulary(

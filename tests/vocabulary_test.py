@@ -1,16 +1,18 @@
 """Tests for rembert_t5x.data.vocabulary on real multilingual Tatoeba text."""
 
 import os
-from pathlib import Path
 import unicodedata
 
 import pytest
 import sentencepiece as spm
 
+from rembert_t5x.common import errors
+from rembert_t5x.data import pieces
 from rembert_t5x.data import text_sources
 from rembert_t5x.data import vocabulary
+from tests import test_utils
 
-DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA_DIR = test_utils.SHARED_DATA
 TATOEBA = DATA_DIR / "tatoeba"
 # Many scripts: Thai, Han, Devanagari, Arabic, Cyrillic, Greek, Hangul, Kana,
 # Hebrew, Georgian, Latin with diacritics.
@@ -34,7 +36,7 @@ def _tatoeba_files(langs=LANGS):
 def vocab(tmp_path_factory):
   _require_tatoeba()
   prefix = str(tmp_path_factory.mktemp("spm") / "tatoeba")
-  path = vocabulary.train_sentencepiece(
+  path = pieces.train_sentencepiece(
       _tatoeba_files(), prefix, vocab_size=4000, alpha=0.5,
       max_sentences=20000, character_coverage=1.0)
   return vocabulary.RemBertVocabulary(path)
@@ -48,13 +50,13 @@ def _sentences(lang, n=20):
 def test_special_ids(vocab):
   assert (vocab.pad_id, vocab.unk_id, vocab.cls_id, vocab.sep_id,
           vocab.mask_id) == (0, 1, 2, 3, 4)
-  pieces = [vocab.tokenizer.IdToPiece(i) for i in range(5)]
-  assert pieces == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+  names = [vocab.tokenizer.IdToPiece(i) for i in range(5)]
+  assert names == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
   assert vocab.vocab_size == 4000
   assert vocab.eos_id is None and vocab.bos_id is None
   # [MASK] is user-defined (typed masks encode to it); [CLS]/[SEP] are
   # control symbols that raw text can never produce.
-  assert vocab.special_ids == vocabulary.TRAINED_LAYOUT
+  assert vocab.special_ids == pieces.TRAINED_LAYOUT
   assert vocab.mask_id in vocab.encode("a [MASK] b")
   ids = vocab.encode("[CLS] x [SEP]")
   assert vocab.cls_id not in ids and vocab.sep_id not in ids
@@ -142,14 +144,44 @@ def test_default_vocabulary(vocab, monkeypatch, tmp_path):
   assert lazy == vocab
 
 
+def test_a_vocabulary_other_than_the_checkpoints_is_refused(
+    monkeypatch, tmp_path, caplog):
+  checkpoint = tmp_path / "model_dir"
+  checkpoint.mkdir()
+  (checkpoint / pieces.VOCABULARY_FILENAME).write_bytes(b"the checkpoint's")
+  other = tmp_path / "other.model"
+  other.write_bytes(b"another vocabulary")
+  monkeypatch.delenv(vocabulary.ALLOW_OTHER_VOCABULARY_ENV, raising=False)
+  monkeypatch.setenv(vocabulary.SPM_PATH_ENV, str(other))
+  with pytest.raises(errors.UserError) as e:
+    vocabulary.use_checkpoint_vocabulary(str(checkpoint))
+  assert str(e.value).startswith(
+      f"the run's vocabulary {other} ($REMBERT_SPM_PATH) differs from the "
+      f"checkpoint's {checkpoint / pieces.VOCABULARY_FILENAME}")
+  monkeypatch.delenv(vocabulary.SPM_PATH_ENV)
+  with pytest.raises(errors.UserError, match=r"\(SENTENCEPIECE_MODEL\)"):
+    vocabulary.use_checkpoint_vocabulary(str(checkpoint),
+                                         sentencepiece_model=str(other))
+  # The same bytes under another name, or the explicit opt-in (logged), pass.
+  same = tmp_path / "same.model"
+  same.write_bytes(b"the checkpoint's")
+  assert vocabulary.use_checkpoint_vocabulary(
+      str(checkpoint), sentencepiece_model=str(same)) == str(same)
+  monkeypatch.setenv(vocabulary.ALLOW_OTHER_VOCABULARY_ENV, "1")
+  assert vocabulary.use_checkpoint_vocabulary(
+      str(checkpoint), sentencepiece_model=str(other)) == str(other)
+  assert "not the checkpoint's vocabulary" in caplog.text
+  vocabulary.use_checkpoint_vocabulary()  # leave no choice behind
+
+
 def test_alpha_sampling_rates():
-  rates = vocabulary.alpha_sampling_rates({"a": 100, "b": 1}, alpha=0.5)
+  rates = pieces.alpha_sampling_rates({"a": 100, "b": 1}, alpha=0.5)
   assert rates["a"] == pytest.approx(10 / 11)
   assert rates["b"] == pytest.approx(1 / 11)
-  assert vocabulary.alpha_sampling_rates({"a": 5, "b": 1}, 0.0) == {
+  assert pieces.alpha_sampling_rates({"a": 5, "b": 1}, 0.0) == {
       "a": 0.5, "b": 0.5}
   with pytest.raises(ValueError, match="'b' has count 0"):
-    vocabulary.alpha_sampling_rates({"a": 1, "b": 0}, 0.5)
+    pieces.alpha_sampling_rates({"a": 1, "b": 0}, 0.5)
 
 
 def test_sample_sentences_upsamples_small_languages(tmp_path):
@@ -157,7 +189,7 @@ def test_sample_sentences_upsamples_small_languages(tmp_path):
   big.write_text("".join(f"big {i}\n" for i in range(400)), "utf-8")
   small = tmp_path / "small.txt"
   small.write_text("".join(f"small {i}\n" for i in range(4)), "utf-8")
-  sampled = vocabulary.sample_sentences(
+  sampled = pieces.sample_sentences(
       {"en": [str(big)], "sw": [str(small)]}, max_sentences=300, alpha=0.5)
   # p = 20/22 and 2/22 of 300 lines.
   assert len(sampled["en"]) == 273 and len(sampled["sw"]) == 27
@@ -169,7 +201,7 @@ def test_bad_files(tmp_path):
   empty = tmp_path / "empty.txt"
   empty.write_text("\n  \n", "utf-8")
   with pytest.raises(ValueError, match=r"empty\.txt: file is empty"):
-    vocabulary.train_sentencepiece({"en": [str(empty)]}, str(tmp_path / "m"),
+    pieces.train_sentencepiece({"en": [str(empty)]}, str(tmp_path / "m"),
                                    vocab_size=100)
   latin1 = tmp_path / "latin1.txt"
   latin1.write_bytes("ok\nGrüße\n".encode("latin-1"))

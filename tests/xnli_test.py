@@ -8,7 +8,7 @@ import seqio
 
 from rembert_t5x import feature_converters
 import rembert_tasks.xnli as xnli
-from tests.xtreme_preprocessors_test import train_tiny_vocab
+from tests import test_utils
 
 DEV = ("The cat sat .\tA cat sits .\tentailment\n"
        "The dog runs .\tNo dog moves .\tcontradiction\n"
@@ -17,7 +17,7 @@ DEV = ("The cat sat .\tA cat sits .\tentailment\n"
 
 @pytest.fixture(scope="module")
 def vocab(tmp_path_factory):
-  return train_tiny_vocab(tmp_path_factory.mktemp("spm"))
+  return test_utils.train_tiny_vocab(tmp_path_factory.mktemp("spm"))
 
 
 @pytest.fixture(scope="module")

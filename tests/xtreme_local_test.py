@@ -7,9 +7,9 @@ import shlex
 
 import pytest
 
-from rembert_t5x.data import xtreme_local
 from rembert_t5x.experiments import sweep
-from tests import t5x_runs_test
+from rembert_t5x.experiments import xtreme_local
+from tests import test_utils
 
 TABLE15 = sweep.EXPERIMENTS["table15"]
 
@@ -151,7 +151,7 @@ def _gin_args(line):
   return files, bindings
 
 
-@t5x_runs_test.needs_t5x
+@test_utils.needs_t5x
 def test_t5x_parses_the_printed_commands(tmp_path, capsys, monkeypatch):
   """The printed train and eval commands parse under the real T5X; with
   $REMBERT_XTREME_DIR set, the task modules register the local tasks they
@@ -167,7 +167,7 @@ def test_t5x_parses_the_printed_commands(tmp_path, capsys, monkeypatch):
   evals = [l for l in lines if l.startswith("python -m t5x.eval")]
   for line, script in ((train[0], "train"), (evals[1], "eval")):
     files, bindings = _gin_args(line)
-    gin = t5x_runs_test._parse(monkeypatch, script, files, bindings)
+    gin = test_utils.parse_t5x_gin(monkeypatch, script, files, bindings)
     name = gin.query_parameter("MIXTURE_OR_TASK_NAME/macro.value")
     assert name.startswith("rembert_local_")
     seqio.get_mixture_or_task(name)  # registered from the folder

@@ -8,32 +8,11 @@ import tensorflow as tf
 from rembert_t5x.data import lazy_vocabulary
 from rembert_t5x.data import vocabulary
 from rembert_t5x.data import xtreme_preprocessors as xp
-
-CORPUS = """Angela Merkel spoke in Berlin yesterday .
-The cat sat on the mat and looked at the dog .
-A dog runs through the park every morning .
-Paris is the capital of France .
-John Smith works for the United Nations in New York .
-Der Hund läuft jeden Morgen durch den Park .
-Die Katze sitzt auf der Matte .
-Le chat est assis sur le tapis .
-Maria sagte , sie wisse nicht , wo Tom sei .
-Tom and Mary say they do not want to sing with us anymore .""".splitlines()
-
-
-def train_tiny_vocab(directory) -> vocabulary.RemBertVocabulary:
-  """An 80-piece vocabulary: small enough that words split into pieces."""
-  corpus = directory / "corpus.txt"
-  corpus.write_text("\n".join(CORPUS * 3) + "\n", encoding="utf-8")
-  path = vocabulary.train_sentencepiece(
-      {"xx": [str(corpus)]}, str(directory / "tiny"), vocab_size=80,
-      max_sentences=100, character_coverage=1.0)
-  return vocabulary.RemBertVocabulary(path)
-
+from tests import test_utils
 
 @pytest.fixture(scope="module")
 def vocab(tmp_path_factory):
-  return train_tiny_vocab(tmp_path_factory.mktemp("spm"))
+  return test_utils.train_tiny_vocab(tmp_path_factory.mktemp("spm"))
 
 
 def _features(vocab):

@@ -11,6 +11,7 @@ import json
 import pytest
 import seqio
 
+from rembert_t5x.data import pieces
 from rembert_t5x.data import vocabulary
 from rembert_t5x.experiments import xtreme_road
 from tests import test_utils
@@ -34,7 +35,7 @@ def road(tmp_path_factory):
 
 def test_released_layout_ids_reach_the_model(road):
   result, _ = road
-  spm_file = f"{result['model_dir']}/{vocabulary.VOCABULARY_FILENAME}"
+  spm_file = f"{result['model_dir']}/{pieces.VOCABULARY_FILENAME}"
   vocab = vocabulary.RemBertVocabulary(spm_file)
   assert vocab.special_ids == test_utils.RELEASED_LAYOUT_IDS
   hf_config = json.loads(open(f"{result['hf_dir']}/config.json").read())
@@ -74,7 +75,7 @@ def test_results_per_language_with_selection_and_paper(road):
   assert "| paper | 87.5 | 70.0 (63.0 / 77.0) | 78.8 |" in md
   assert "| ours (mean ± std, 1 seed) |" in md
   # Each step logged as the command that does it by hand.
-  assert any("convert_checkpoint.py hf-to-t5x" in l for l in logs)
+  assert any("rembert-convert hf-to-t5x" in l for l in logs)
   assert any("rembert_t5x.experiments.sweep --experiment=table15" in l and
              "--xtreme_dir=" in l for l in logs)
   manifest = json.loads(open(f"{result['xtreme_dir']}/MANIFEST.json").read())

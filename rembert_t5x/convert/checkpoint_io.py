@@ -26,44 +26,37 @@ appears atomically: it is built as `<out>.tmp-XXXX` beside it and renamed when
 complete, so a failed or killed conversion never leaves a half-written `<out>`.
 """
 
-import contextlib
 import dataclasses
 import json
 import math
-import os
 import pathlib
 import resource
 import shutil
 import struct
 import sys
-import tempfile
 from typing import Any, Iterator, Optional
 
 from absl import logging
+import jax
 import numpy as np
+import orbax.checkpoint as ocp
 
-from rembert_t5x import errors
-from rembert_t5x import layer_stacking
-from rembert_t5x import network
+from rembert_t5x.common import errors
+from rembert_t5x.common import io_utils
+from rembert_t5x import configs
 from rembert_t5x.convert import checkpoint_conversion as cc
 from rembert_t5x.data import pieces
-from rembert_t5x.runner import io_utils
-
-# The vocabulary module imports seqio and TensorFlow (~8 s of CPU): imported
-# only by the conversions that read a vocabulary, so `--help`, the error
-# paths and conversions without one start in ~2 s (`pieces` needs neither).
-VOCABULARY_FILENAME = pieces.VOCABULARY_FILENAME
-
+from rembert_t5x import layer_stacking
+from rembert_t5x import network
+from rembert_t5x.runner import checkpoints
 
 def _vocabulary_module():
+  # Deferred: the vocabulary module imports seqio and TensorFlow (~8 s of
+  # CPU), which `--help`, the error paths and the conversions without a
+  # vocabulary do not need (`pieces` needs neither).
   from rembert_t5x.data import vocabulary  # pylint: disable=g-import-not-at-top
   return vocabulary
 
-UserError = errors.UserError
-
-# Written beside the orbax checkpoint so that t5x-to-hf recovers what shapes
-# cannot tell (LayerNorm epsilon, dropout, pad id, pre-training-only layers).
-CONFIG_FILE = "rembert_config.json"
 _SAFETENSORS_INDEX = "model.safetensors.index.json"
 _BIN_INDEX = "pytorch_model.bin.index.json"
 
@@ -74,60 +67,11 @@ def peak_rss_bytes() -> int:
   return kib if sys.platform == "darwin" else kib * 1024
 
 
-# --- Atomic output directories ------------------------------------------------
-
-
-@contextlib.contextmanager
-def atomic_output_dir(path: str, overwrite: bool = False
-                      ) -> Iterator[pathlib.Path]:
-  """Yields a temporary sibling of `path`; renames it to `path` on success.
-
-  Raises:
-    UserError: `path` exists and is not an empty directory (unless
-      `overwrite`), or its parent is not writable.
-  """
-  out = pathlib.Path(path).absolute()
-  if out.exists() and not out.is_dir():
-    raise UserError(f"output {out} exists and is not a directory")
-  if out.is_dir() and any(out.iterdir()) and not overwrite:
-    raise UserError(f"output directory {out} exists and is not empty "
-                    "(pass --overwrite to replace it)")
-  try:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f"{out.name}.tmp-",
-                                        dir=out.parent))
-  except OSError as e:
-    raise UserError(f"cannot create output directory {out}: "
-                    f"{e.strerror or e}") from e
-  umask = os.umask(0)
-  os.umask(umask)
-  os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700
-  try:
-    yield tmp
-    if out.exists():
-      old = pathlib.Path(tempfile.mkdtemp(prefix=f"{out.name}.old-",
-                                          dir=out.parent))
-      os.replace(out, old / "replaced")
-      os.replace(tmp, out)
-      shutil.rmtree(old, ignore_errors=True)
-    else:
-      os.replace(tmp, out)
-  except BaseException:
-    shutil.rmtree(tmp, ignore_errors=True)
-    raise
-
-
 # --- Hugging Face directories --------------------------------------------------
 
 
-def _read_json(path: pathlib.Path) -> Any:
-  try:
-    return json.loads(path.read_text())
-  except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-    raise UserError(f"{path}: cannot read JSON: {e}") from e
-
-
 def _torch_to_numpy(tensor) -> np.ndarray:
+  # Deferred: only pytorch_model.bin files need torch.
   import torch  # pylint: disable=g-import-not-at-top
   if tensor.dtype == torch.bfloat16:  # numpy has no bfloat16: exact upcast
     tensor = tensor.float()
@@ -178,7 +122,7 @@ class _SafetensorsFile:
         self.dtypes[name] = dtype
     except (OSError, struct.error, ValueError, KeyError, TypeError,
             AttributeError) as e:
-      raise UserError(f"{path}: not a readable safetensors file: "
+      raise errors.UserError(f"{path}: not a readable safetensors file: "
                       f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"
                       ) from e
     self.names = list(self.shapes)
@@ -199,20 +143,21 @@ class _TorchBinFile:
 
   def __init__(self, path: pathlib.Path):
     try:
+      # Deferred and optional: only pytorch_model.bin files need torch.
       import torch  # pylint: disable=g-import-not-at-top
     except ImportError as e:
-      raise UserError(f"{path}: reading pytorch_model.bin needs torch "
+      raise errors.UserError(f"{path}: reading pytorch_model.bin needs torch "
                       "(pip install torch), or convert a model.safetensors"
                       ) from e
     try:
       self._sd = torch.load(str(path), map_location="cpu", mmap=True,
                             weights_only=True)
     except Exception as e:  # torch raises many types for a bad file
-      raise UserError(f"{path}: not a readable PyTorch state dict: "
+      raise errors.UserError(f"{path}: not a readable PyTorch state dict: "
                       f"{str(e).splitlines()[0] if str(e) else type(e).__name__}"
                       ) from e
     if not isinstance(self._sd, dict):
-      raise UserError(f"{path}: holds a {type(self._sd).__name__}, not a "
+      raise errors.UserError(f"{path}: holds a {type(self._sd).__name__}, not a "
                       "state dict")
     self.path = path
     self.names = list(self._sd)
@@ -232,14 +177,14 @@ class HfCheckpoint:
   def __init__(self, path: str):
     root = pathlib.Path(path)
     if not root.is_dir():
-      raise UserError(f"Hugging Face checkpoint {path}: no such directory")
+      raise errors.UserError(f"Hugging Face checkpoint {path}: no such directory")
     self.root = root
     if not (root / "config.json").is_file():
-      raise UserError(f"{root}: no config.json: not a Hugging Face "
+      raise errors.UserError(f"{root}: no config.json: not a Hugging Face "
                       "checkpoint directory")
-    self.config_json = _read_json(root / "config.json")
+    self.config_json = io_utils.read_json(root / "config.json")
     if not isinstance(self.config_json, dict):
-      raise UserError(f"{root / 'config.json'}: not a JSON object")
+      raise errors.UserError(f"{root / 'config.json'}: not a JSON object")
     self._files = self._open_weights()
     self._where: dict[str, Any] = {}
     raw = [n for f in self._files for n in f.names]
@@ -257,13 +202,13 @@ class HfCheckpoint:
     for index, opener in ((_SAFETENSORS_INDEX, _SafetensorsFile),
                           (_BIN_INDEX, _TorchBinFile)):
       if (root / index).is_file():
-        weight_map = _read_json(root / index).get("weight_map")
+        weight_map = io_utils.read_json(root / index).get("weight_map")
         if not isinstance(weight_map, dict):
-          raise UserError(f"{root / index}: no 'weight_map'")
+          raise errors.UserError(f"{root / index}: no 'weight_map'")
         files = []
         for shard in sorted(set(weight_map.values())):
           if not (root / shard).is_file():
-            raise UserError(f"{root / index} names shard {shard}, which is "
+            raise errors.UserError(f"{root / index} names shard {shard}, which is "
                             "missing")
           files.append(opener(root / shard))
         return files
@@ -271,7 +216,7 @@ class HfCheckpoint:
       return [_SafetensorsFile(root / "model.safetensors")]
     if (root / "pytorch_model.bin").is_file():
       return [_TorchBinFile(root / "pytorch_model.bin")]
-    raise UserError(f"{root}: no model.safetensors, {_SAFETENSORS_INDEX}, "
+    raise errors.UserError(f"{root}: no model.safetensors, {_SAFETENSORS_INDEX}, "
                     f"pytorch_model.bin or {_BIN_INDEX}: not a Hugging Face "
                     "checkpoint directory")
 
@@ -330,13 +275,14 @@ class TfCheckpoint:
   """A TF1 checkpoint (prefix, or directory with a `checkpoint` file)."""
 
   def __init__(self, path: str):
+    # Deferred: only TF1 checkpoints need TensorFlow (seconds to import).
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     self.path = path
     try:
       self._reader = tf.train.load_checkpoint(path)
     except (tf.errors.OpError, ValueError) as e:
       message = getattr(e, "message", None) or str(e)
-      raise UserError(f"TF checkpoint {path}: cannot read: "
+      raise errors.UserError(f"TF checkpoint {path}: cannot read: "
                       f"{message.strip().splitlines()[0]}") from e
     self._shapes = {n: tuple(s) for n, s in
                     self._reader.get_variable_to_shape_map().items()}
@@ -362,15 +308,13 @@ class OrbaxParams:
   """
 
   def __init__(self, checkpoint_dir: str):
-    from rembert_t5x.runner import checkpoints  # pylint: disable=g-import-not-at-top
-    self._checkpoints = checkpoints
     self.step_dir = checkpoints.latest_checkpoint_dir(checkpoint_dir)
     self.step = int(self.step_dir.name)
     self.model_dir = (self.step_dir.parent.parent
                       if self.step_dir.parent.name == "checkpoints" else None)
     tree = checkpoints.tree_metadata(str(self.step_dir))
     if "params" not in tree:
-      raise UserError(f"checkpoint {self.step_dir} has no 'params'")
+      raise errors.UserError(f"checkpoint {self.step_dir} has no 'params'")
     self._meta = cc.flatten(tree["params"])
     self._group_name: Optional[str] = None
     self._group: dict[str, np.ndarray] = {}
@@ -400,7 +344,7 @@ class OrbaxParams:
   def _restore(self, group: str) -> dict[str, np.ndarray]:
     wanted = [tuple(k.split("/")) for k in self._meta
               if self._group_of(k) == group]
-    return cc.flatten(self._checkpoints.load_param_subset(
+    return cc.flatten(checkpoints.load_param_subset(
         str(self.step_dir), self.step, wanted))
 
 
@@ -419,8 +363,6 @@ def write_orbax_params(model_dir: pathlib.Path,
   `checkpoints.load_params` and `init_checkpoint` read it. Returns the number of
   parameters.
   """
-  import jax  # pylint: disable=g-import-not-at-top
-  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
   params = {}
   count = largest = 0
   for name, array in flat:
@@ -470,11 +412,10 @@ class Summary:
 
 
 def _gin_config(gin_file: str) -> network.RemBertConfig:
-  from rembert_t5x import configs  # pylint: disable=g-import-not-at-top
   try:
     return configs.config_from_gin(gin_file)
   except configs.GinConfigError as e:
-    raise UserError(str(e).strip().splitlines()[0]) from e
+    raise errors.UserError(str(e).strip().splitlines()[0]) from e
 
 
 def _reconcile(found: network.RemBertConfig, gin_file: Optional[str],
@@ -498,15 +439,15 @@ def _reconcile(found: network.RemBertConfig, gin_file: Optional[str],
     if mismatch is None and found.num_layers != layers:
       mismatch = f"{source} has {found.num_layers} layers, expected {layers}"
     if mismatch:
-      raise UserError(f"{source} does not match --gin_file={gin_file}: "
+      raise errors.UserError(f"{source} does not match --gin_file={gin_file}: "
                       f"{mismatch}")
     if vocab_size is not None and vocab_size != target.vocab_size:
-      raise UserError(f"--vocab_size={vocab_size} contradicts {gin_file} "
+      raise errors.UserError(f"--vocab_size={vocab_size} contradicts {gin_file} "
                       f"(vocab_size {target.vocab_size})")
   elif vocab_size is not None:
     target = dataclasses.replace(found, vocab_size=vocab_size)
   if target.vocab_size > found.vocab_size:
-    raise UserError(f"{source} has {found.vocab_size} vocabulary rows, fewer "
+    raise errors.UserError(f"{source} has {found.vocab_size} vocabulary rows, fewer "
                     f"than the {target.vocab_size} wanted")
   if target.vocab_size < found.vocab_size:
     logging.warning("%s: stripping %d padded vocabulary rows (%d -> %d)",
@@ -519,37 +460,20 @@ def _reconcile(found: network.RemBertConfig, gin_file: Optional[str],
 def copy_vocabulary(vocab_file: Optional[pathlib.Path],
                      out: pathlib.Path) -> None:
   if vocab_file is not None:
-    shutil.copyfile(vocab_file, out / VOCABULARY_FILENAME)
+    shutil.copyfile(vocab_file, out / pieces.VOCABULARY_FILENAME)
 
 
 def written_vocabulary(vocab_file: Optional[pathlib.Path],
                        output_dir: str) -> Optional[str]:
   if vocab_file is None:
     return None
-  return str(pathlib.Path(output_dir) / VOCABULARY_FILENAME)
+  return str(pathlib.Path(output_dir) / pieces.VOCABULARY_FILENAME)
 
 
 def checkpoint_vocabulary(source: "OrbaxParams") -> Optional[pathlib.Path]:
   """The `sentencepiece.model` of our checkpoint's MODEL_DIR, if any."""
   found = _vocabulary_module().find_checkpoint_vocabulary(str(source.step_dir))
   return pathlib.Path(found) if found else None
-
-
-def write_config(out: pathlib.Path, config: network.RemBertConfig) -> None:
-  """Writes `config` as `out/rembert_config.json` (read back by the tools)."""
-  fields = dataclasses.asdict(config)
-  fields["dtype"] = str(np.dtype(fields["dtype"]))
-  fields["param_dtype"] = str(np.dtype(fields["param_dtype"]))
-  io_utils.atomic_write_text(out / CONFIG_FILE,
-                             json.dumps(fields, indent=2, sort_keys=True))
-
-
-def read_config_file(path: pathlib.Path) -> network.RemBertConfig:
-  fields = _read_json(path)
-  try:
-    return network.RemBertConfig(**fields)
-  except (TypeError, ValueError) as e:
-    raise UserError(f"{path}: not a RemBertConfig: {e}") from e
 
 
 def _source_vocabulary(explicit: Optional[str], beside: pathlib.Path,
@@ -563,22 +487,23 @@ def _source_vocabulary(explicit: Optional[str], beside: pathlib.Path,
   padded rows). None, with a warning, when there is none.
   """
   path = pathlib.Path(explicit) if explicit else (
-      beside / VOCABULARY_FILENAME)
+      beside / pieces.VOCABULARY_FILENAME)
   if not explicit and not path.is_file():
     logging.warning(
         "%s has no %s: the converted checkpoint carries no vocabulary, so "
         "runs from it need $REMBERT_SPM_PATH (or pass --vocab)", source,
-        VOCABULARY_FILENAME)
+        pieces.VOCABULARY_FILENAME)
     return None
   vocab = _vocabulary_module().RemBertVocabulary(str(path))
   try:
     ids = vocab.special_ids
-    pieces = vocab.vocab_size
+    num_pieces = vocab.vocab_size
   except ValueError as e:
-    raise UserError(f"--vocab: {e}" if explicit else str(e)) from e
-  if pieces > rows:
-    raise UserError(f"{path}: {pieces} pieces, but {source} has {rows} "
-                    "vocabulary rows (ids past them would have no embedding)")
+    raise errors.UserError(f"--vocab: {e}" if explicit else str(e)) from e
+  if num_pieces > rows:
+    raise errors.UserError(
+        f"{path}: {num_pieces} pieces, but {source} has {rows} vocabulary "
+        "rows (ids past them would have no embedding)")
   for key, want in (("pad_token_id", ids.pad), ("bos_token_id", ids.cls),
                     ("eos_token_id", ids.sep)):
     have = (hf_config or {}).get(key)
@@ -599,10 +524,13 @@ def checkpoint_config(source: "OrbaxParams",
   """
   if gin_file:
     return _gin_config(gin_file)
-  if source.model_dir and (source.model_dir / CONFIG_FILE).is_file():
-    return read_config_file(source.model_dir / CONFIG_FILE)
-  raise UserError(
-      f"checkpoint {source.step_dir}: no {CONFIG_FILE} in its MODEL_DIR; "
+  saved = source.model_dir and (
+      source.model_dir / configs.CHECKPOINT_CONFIG_FILE)
+  if saved and saved.is_file():
+    return configs.read_checkpoint_config(saved)
+  raise errors.UserError(
+      f"checkpoint {source.step_dir}: no {configs.CHECKPOINT_CONFIG_FILE} in "
+      "its MODEL_DIR; "
       "pass --gin_file=<the model gin file> (the number of attention heads "
       "is not in the parameter shapes)")
 
@@ -632,7 +560,7 @@ def hf_to_t5x(hf_dir: str, output_dir: str, *, gin_file: Optional[str] = None,
     found = cc.config_from_hf(source.config_json,
                               str(source.root / "config.json"))
   except ValueError as e:
-    raise UserError(str(e)) from e
+    raise errors.UserError(str(e)) from e
   head, ignore = cc.head_from_hf_names(source.names())
   config, source_vocab = _reconcile(found, gin_file, vocab_size, hf_dir, head)
   num_classes = None
@@ -643,15 +571,15 @@ def hf_to_t5x(hf_dir: str, output_dir: str, *, gin_file: Optional[str] = None,
     cc.check_source(source, entries, source_name=hf_dir, ignore_unused=ignore,
                     source_vocab_size=source_vocab)
   except ValueError as e:
-    raise UserError(str(e)) from e
+    raise errors.UserError(str(e)) from e
   vocab_file = _source_vocabulary(vocab, source.root, config.vocab_size,
                                   hf_dir, source.config_json)
-  with atomic_output_dir(output_dir, overwrite) as tmp:
+  with io_utils.atomic_output_dir(output_dir, overwrite) as tmp:
     count = write_orbax_params(tmp, cc.iter_to_ours(
         source, _largest_first(entries), source_name=hf_dir,
         ignore_unused=ignore,
         source_vocab_size=source_vocab))
-    write_config(tmp, config)
+    configs.write_checkpoint_config(tmp, config)
     copy_vocabulary(vocab_file, tmp)
   skipped = sum(1 for n in source.names() if n.startswith(ignore)) if ignore else 0
   return Summary(str(output_dir), head.value, len(entries), count,
@@ -676,15 +604,15 @@ def tf_to_t5x(tf_checkpoint: str, output_dir: str, *,
   the checkpoint) is copied into the output MODEL_DIR.
   """
   if not config_json and not gin_file:
-    raise UserError("tf-to-t5x needs --config_json (the checkpoint's JSON "
+    raise errors.UserError("tf-to-t5x needs --config_json (the checkpoint's JSON "
                     "config) or --gin_file (a model gin file)")
   source = TfCheckpoint(tf_checkpoint)
   if config_json:
     try:
-      found = cc.config_from_hf(_read_json(pathlib.Path(config_json)),
+      found = cc.config_from_hf(io_utils.read_json(pathlib.Path(config_json)),
                                 config_json, require_model_type=False)
     except ValueError as e:
-      raise UserError(str(e)) from e
+      raise errors.UserError(str(e)) from e
     config, source_vocab = _reconcile(found, gin_file, vocab_size,
                                       tf_checkpoint, cc.Head.ENCODER)
   else:
@@ -698,22 +626,22 @@ def tf_to_t5x(tf_checkpoint: str, output_dir: str, *,
     cc.check_source(source, entries, source_name=tf_checkpoint, skip=skip,
                     source_vocab_size=source_vocab)
   except ValueError as e:
-    raise UserError(str(e)) from e
+    raise errors.UserError(str(e)) from e
   beside = pathlib.Path(tf_checkpoint)
   vocab_file = _source_vocabulary(
       vocab, beside if beside.is_dir() else beside.parent, config.vocab_size,
       tf_checkpoint,
-      _read_json(pathlib.Path(config_json)) if config_json else None)
+      io_utils.read_json(pathlib.Path(config_json)) if config_json else None)
   skipped: dict[str, int] = {}
   for n in source.names():
     reason = cc.tf_variable_skip_reason(n)
     if reason:
       skipped[reason] = skipped.get(reason, 0) + 1
-  with atomic_output_dir(output_dir, overwrite) as tmp:
+  with io_utils.atomic_output_dir(output_dir, overwrite) as tmp:
     count = write_orbax_params(tmp, cc.iter_to_ours(
         source, _largest_first(entries), source_name=tf_checkpoint, skip=skip,
         source_vocab_size=source_vocab))
-    write_config(tmp, config)
+    configs.write_checkpoint_config(tmp, config)
     copy_vocabulary(vocab_file, tmp)
   return Summary(str(output_dir), cc.Head.ENCODER.value, len(entries), count,
                  (source_vocab or config.vocab_size) - config.vocab_size,
@@ -750,13 +678,13 @@ def t5x_to_hf(checkpoint_dir: str, output_dir: str, *,
   if head != cc.Head.MASKED_LM and config.num_pretraining_only_layers:
     config = dataclasses.replace(config, num_pretraining_only_layers=0)
   if hf_vocab_size is not None and hf_vocab_size < config.vocab_size:
-    raise UserError(f"--hf_vocab_size={hf_vocab_size} is smaller than the "
+    raise errors.UserError(f"--hf_vocab_size={hf_vocab_size} is smaller than the "
                     f"checkpoint's vocabulary ({config.vocab_size})")
   try:
     entries = cc.hf_name_map(config, head, num_classes=num_classes)
     hf_config = cc.hf_config_dict(config, head, num_classes)
   except ValueError as e:
-    raise UserError(f"checkpoint {source.step_dir}: {e}") from e
+    raise errors.UserError(f"checkpoint {source.step_dir}: {e}") from e
   if hf_vocab_size is not None:
     hf_config["vocab_size"] = hf_vocab_size
   vocab_file = checkpoint_vocabulary(source)
@@ -774,13 +702,13 @@ def t5x_to_hf(checkpoint_dir: str, output_dir: str, *,
   try:
     first = next(tensors)  # runs every name/shape check before any writing
   except ValueError as e:
-    raise UserError(str(e)) from e
+    raise errors.UserError(str(e)) from e
 
   def all_tensors():
     yield first
     yield from tensors
 
-  with atomic_output_dir(output_dir, overwrite) as tmp:
+  with io_utils.atomic_output_dir(output_dir, overwrite) as tmp:
     (tmp / "config.json").write_text(json.dumps(hf_config, indent=2,
                                                 sort_keys=True))
     write_safetensors(tmp / "model.safetensors", specs, all_tensors())

@@ -28,16 +28,22 @@ missing T5X is a `errors.UserError` saying how to install it.
 import dataclasses
 from typing import Any, Optional
 
+import flax
+from flax import traverse_util
+import jax
 import numpy as np
 
-from rembert_t5x import errors
-from rembert_t5x import layer_stacking
-from rembert_t5x import network
-from rembert_t5x import partitioning
+from rembert_t5x.common import errors
+from rembert_t5x.common import io_utils
+from rembert_t5x import configs
 from rembert_t5x.convert import checkpoint_conversion as cc
 from rembert_t5x.convert import checkpoint_io
-
-UserError = errors.UserError
+from rembert_t5x import layer_stacking
+from rembert_t5x import network
+from rembert_t5x import optimizer as optimizer_lib
+from rembert_t5x import partitioning
+from rembert_t5x.runner import checkpoints
+from rembert_t5x import t5x_partitioning
 
 OPTIMIZERS = ("adamw",)
 T5X_MISSING = ("the t5x-native export needs T5X, which is not on PyPI: "
@@ -47,6 +53,7 @@ T5X_MISSING = ("the t5x-native export needs T5X, which is not on PyPI: "
 
 def _import_t5x():
   try:
+    # Deferred: t5x is optional (not on PyPI); only these exports need it.
     # pylint: disable=g-import-not-at-top,unused-import
     import t5x
     from t5x import checkpoints
@@ -54,24 +61,23 @@ def _import_t5x():
     from t5x import train_state
     # pylint: enable=g-import-not-at-top,unused-import
   except ImportError as e:
-    raise UserError(f"{T5X_MISSING} ({e})") from e
+    raise errors.UserError(f"{T5X_MISSING} ({e})") from e
 
 
 def make_optimizer(name: str):
   """The T5X optimizer def of train_base.gin: `adamw` over our `adamw()`."""
   _import_t5x()
-  # pylint: disable=g-import-not-at-top
-  from t5x import optimizers
-  from rembert_t5x import optimizer as rembert_optimizer
-  # pylint: enable=g-import-not-at-top
+  # Deferred: t5x is optional (not on PyPI).
+  from t5x import optimizers  # pylint: disable=g-import-not-at-top
   if name == "adamw":
     # What gin_configs/runs/train_base.gin binds, with pretrain_mlm.gin's
     # schedule. The optimizer state written here (step 0, zero moments, the
     # schedule's count) depends on the structure only, not on these values.
-    schedule = rembert_optimizer.learning_rate_schedule(
+    schedule = optimizer_lib.learning_rate_schedule(
         2e-4, total_steps=1_760_000, warmup_steps=15_000)
-    return optimizers.OptaxWrapper(rembert_optimizer.adamw(schedule))
-  raise UserError(f"--optimizer={name!r}: expected one of {OPTIMIZERS}")
+    return optimizers.OptaxWrapper(optimizer_lib.adamw(schedule))
+  raise errors.UserError(
+      f"--optimizer={name!r}: expected one of {OPTIMIZERS}")
 
 
 def make_partitioner(num_partitions: int = 1):
@@ -82,13 +88,12 @@ def make_partitioner(num_partitions: int = 1):
   vocabulary) do not divide.
   """
   _import_t5x()
-  from t5x import partitioning  # pylint: disable=g-import-not-at-top
-  from rembert_t5x import partitioning as rembert_partitioning  # pylint: disable=g-import-not-at-top
-  from rembert_t5x import t5x_partitioning  # pylint: disable=g-import-not-at-top
+  # Deferred: t5x is optional (not on PyPI).
+  from t5x import partitioning as t5x_partitioning_lib  # pylint: disable=g-import-not-at-top
   return t5x_partitioning.explicit_mesh_partitioner(
       model_parallelism=num_partitions,
-      logical_axis_rules=partitioning.standard_logical_axis_rules(
-          additional_rules=rembert_partitioning.rembert_additional_axis_rules()))
+      logical_axis_rules=t5x_partitioning_lib.standard_logical_axis_rules(
+          additional_rules=partitioning.rembert_additional_axis_rules()))
 
 
 def _config(source: checkpoint_io.OrbaxParams,
@@ -104,13 +109,12 @@ def build_train_state(params: dict, config: network.RemBertConfig,
   """The T5X `FlaxOptimTrainState` of the MLM model holding `params`.
 
   Raises:
-    UserError: `params` are not a `RemBertForMaskedLM` of `config`.
+    errors.UserError: `params` are not a `RemBertForMaskedLM` of `config`.
   """
   _import_t5x()
+  # Deferred: t5x is optional; `models` imports seqio and TensorFlow, which
+  # the converter's other commands do not need.
   # pylint: disable=g-import-not-at-top
-  import flax
-  import jax
-  from flax import traverse_util
   from t5x import train_state as train_state_lib
   from rembert_t5x import models
   # pylint: enable=g-import-not-at-top
@@ -129,12 +133,12 @@ def build_train_state(params: dict, config: network.RemBertConfig,
   if missing or extra:
     hint = ("; the export takes a pre-training (masked-LM) checkpoint"
             if not any(n.startswith("mlm_head/") for n in have) else "")
-    raise UserError(
+    raise errors.UserError(
         "checkpoint params do not match RemBertForMaskedLM of the config: "
         f"missing {missing[:3]}, unexpected {extra[:3]}{hint}")
   for name, spec in want.items():
     if tuple(np.shape(have[name])) != tuple(spec.shape):
-      raise UserError(f"checkpoint parameter {name} has shape "
+      raise errors.UserError(f"checkpoint parameter {name} has shape "
                       f"{tuple(np.shape(have[name]))}, the config expects "
                       f"{tuple(spec.shape)}")
   params = jax.tree_util.tree_map(
@@ -167,15 +171,13 @@ def t5x_native(checkpoint_dir: str, output_dir: str, *,
   """
   _import_t5x()
   if optimizer not in OPTIMIZERS:
-    raise UserError(f"--optimizer={optimizer!r}: expected one of {OPTIMIZERS}")
-  # pylint: disable=g-import-not-at-top
-  import jax
-  from t5x import checkpoints
-  from rembert_t5x.runner import checkpoints as local_checkpoints
-  # pylint: enable=g-import-not-at-top
+    raise errors.UserError(
+        f"--optimizer={optimizer!r}: expected one of {OPTIMIZERS}")
+  # Deferred: t5x is optional (not on PyPI).
+  from t5x import checkpoints as t5x_checkpoints  # pylint: disable=g-import-not-at-top
   source = checkpoint_io.OrbaxParams(checkpoint_dir)
   config = _config(source, gin_file)
-  loaded = cc.flatten(local_checkpoints.load_params(str(source.step_dir)))
+  loaded = cc.flatten(checkpoints.load_params(str(source.step_dir)))
   word = loaded.get("encoder/embeddings/word_embeddings/embedding")
   rows_added = 0 if word is None else config.padded_vocab_size - word.shape[0]
   # Padded as the T5X run files pad, in the layout the config (SCAN_LAYERS)
@@ -188,12 +190,12 @@ def t5x_native(checkpoint_dir: str, output_dir: str, *,
   leaves = jax.tree_util.tree_leaves(state.params)
   count, tensors = sum(int(np.prod(np.shape(x))) for x in leaves), len(leaves)
   partitioner = make_partitioner()
-  with checkpoint_io.atomic_output_dir(output_dir, overwrite) as tmp:
-    checkpointer = checkpoints.Checkpointer(state, partitioner, str(tmp))
+  with io_utils.atomic_output_dir(output_dir, overwrite) as tmp:
+    checkpointer = t5x_checkpoints.Checkpointer(state, partitioner, str(tmp))
     checkpointer.save(state)
     if not (tmp / "checkpoint_0").is_dir():
       raise RuntimeError(f"T5X's Checkpointer wrote no checkpoint_0 in {tmp}")
-    checkpoint_io.write_config(tmp, config)
+    configs.write_checkpoint_config(tmp, config)
     # Beside checkpoint_0, where the gin hook vocabulary.checkpoint_vocabulary
     # finds it from INITIAL_CHECKPOINT_PATH.
     vocab_file = checkpoint_io.checkpoint_vocabulary(source)
@@ -213,8 +215,8 @@ def restore_for_finetuning(checkpoint_path: str, model: Any,
   train state of `model` (a fine-tuning `models.RemBert*Model`).
   """
   _import_t5x()
+  # Deferred: t5x is optional; `models` imports seqio and TensorFlow.
   # pylint: disable=g-import-not-at-top
-  import jax
   from t5x import utils
   from rembert_t5x import models
   # pylint: enable=g-import-not-at-top

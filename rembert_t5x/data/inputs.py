@@ -16,7 +16,7 @@ import numpy as np
 import seqio
 import tensorflow as tf
 
-from rembert_t5x import errors
+from rembert_t5x.common import errors
 from rembert_t5x.data import vocabulary as vocab_lib
 
 
@@ -42,6 +42,39 @@ def get_task_or_mixture(name: str):
         f"unknown task or mixture {name!r} (is its module imported? e.g. "
         f"MIXTURE_OR_TASK_MODULE = 'rembert_tasks'); registered: "
         f"{close or known[:8]} ...") from e
+
+
+def check_tfds_prepared(name: str) -> None:
+  """Refuses tasks whose TFDS dataset is not prepared, before any download.
+
+  seqio reads TFDS datasets through `tfds.builder`, which on a machine
+  without the prepared files tries to download them (or the builder's
+  code) and fails deep inside TFDS when offline.
+
+  Raises:
+    errors.UserError: naming the task, the TFDS dataset and its data
+      directory, and the local-folder alternative.
+  """
+  task = get_task_or_mixture(name)
+  for sub in getattr(task, "tasks", None) or [task]:
+    source = sub.source
+    if not isinstance(source, seqio.TfdsDataSource):
+      continue
+    loader = source.tfds_dataset
+    try:
+      prepared = loader.builder.is_prepared()
+    except Exception:  # pylint: disable=broad-except
+      # tfds fetches a builder it does not have locally (offline: an import
+      # or network error of its own); either way the data is not here.
+      prepared = False
+    if not prepared:
+      raise errors.UserError(
+          f"task {sub.name}: TFDS dataset {loader.name} is not prepared in "
+          f"{loader.data_dir or '~/tensorflow_datasets'} (prepare it with "
+          f"`tfds build`, or set TFDS_DATA_DIR); XTREME's download folder "
+          "works instead: set $REMBERT_XTREME_DIR and use the "
+          "rembert_local_* tasks (e.g. MIXTURE_OR_TASK_NAME = "
+          "'rembert_local_tatoeba_zeroshot')")
 
 
 class InputIterator:

@@ -12,6 +12,7 @@ from typing import Optional
 
 import seqio
 
+from rembert_t5x.data import pieces
 from rembert_t5x.data import vocabulary as vocab_lib
 
 
@@ -49,7 +50,7 @@ class DefaultVocabulary(seqio.Vocabulary):
 
   @property
   def pad_id(self) -> int:
-    return vocab_lib.PAD_ID
+    return pieces.PAD_ID
 
   @property
   def _base_vocab_size(self) -> int:

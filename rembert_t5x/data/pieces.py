@@ -1,9 +1,8 @@
 """RemBERT's special pieces, their layouts, and vocabulary training.
 
-SentencePiece only, no TensorFlow or seqio: `scripts/train_vocab.py` and the
+SentencePiece only, no TensorFlow or seqio: `rembert-train-vocab` and the
 checkpoint converters start in seconds. `rembert_t5x.data.vocabulary` (the
-seqio vocabulary) re-exports every public name here; the module docstring
-there describes the layouts.
+seqio vocabulary) builds on it; its module docstring describes the layouts.
 """
 
 import dataclasses

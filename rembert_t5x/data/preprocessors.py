@@ -17,13 +17,14 @@ from typing import Mapping, Optional
 import seqio
 import tensorflow as tf
 
+from rembert_t5x.data import pieces
 from rembert_t5x.data import vocabulary as vocab_lib
 
 
 def _special_ids(caller: str,
                  output_features: Optional[Mapping[str, seqio.Feature]],
-                 special_ids: Optional[vocab_lib.SpecialIds]
-                 ) -> vocab_lib.SpecialIds:
+                 special_ids: Optional[pieces.SpecialIds]
+                 ) -> pieces.SpecialIds:
   """Explicit ids, else those of the `input_tokens` vocabulary (loaded now,
   when the dataset is built, never at import)."""
   if special_ids is not None:
@@ -73,7 +74,7 @@ def pack_contiguous_tokens(
     dataset: tf.data.Dataset,
     sequence_length: Optional[Mapping[str, int]],
     output_features: Optional[Mapping[str, seqio.Feature]] = None,
-    special_ids: Optional[vocab_lib.SpecialIds] = None) -> tf.data.Dataset:
+    special_ids: Optional[pieces.SpecialIds] = None) -> tf.data.Dataset:
   """Cuts one language's token stream into `[CLS] … [SEP]` sequences.
 
   Documents (or lines) are concatenated in order and the stream is cut every
@@ -141,7 +142,7 @@ def mask_tokens(example: Mapping[str, tf.Tensor],
                 seed: tf.Tensor,
                 output_features: Optional[Mapping[str, seqio.Feature]] = None,
                 vocab_size: Optional[int] = None,
-                special_ids: Optional[vocab_lib.SpecialIds] = None,
+                special_ids: Optional[pieces.SpecialIds] = None,
                 select_rate: float = 0.15,
                 mask_rate: float = 0.8,
                 random_rate: float = 0.1) -> Mapping[str, tf.Tensor]:

@@ -35,8 +35,10 @@ ignored: only context tokens of the window are candidates.
 """
 
 import dataclasses
+import functools
 import json
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional,
+                    Sequence, Tuple)
 
 from absl import logging
 import numpy as np
@@ -566,6 +568,106 @@ def _text(value: Any) -> str:
   return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
+def _stack_windows(windows: Sequence[QAWindow], max_seq_length: int
+                   ) -> Tuple[np.ndarray, ...]:
+  """The windows as int32 arrays padded to `max_seq_length` (n windows).
+
+  Returns:
+    (input_tokens [n, L], token_types [n, L], token_offsets [n, L, 2],
+     token_is_max_context [n, L], lengths [n], positions [n, 2]) with
+    L = max_seq_length; padding is 0 (offsets: NO_OFFSET), `positions` holds
+    each window's (start_position, end_position).
+  """
+  n = len(windows)
+  tokens = np.zeros((n, max_seq_length), np.int32)
+  types = np.zeros((n, max_seq_length), np.int32)
+  offsets = np.full((n, max_seq_length, 2), NO_OFFSET, np.int32)
+  max_context = np.zeros((n, max_seq_length), np.int32)
+  lengths = np.zeros(n, np.int32)
+  positions = np.zeros((n, 2), np.int32)
+  for i, w in enumerate(windows):
+    length = len(w.input_tokens)
+    lengths[i] = length
+    tokens[i, :length] = w.input_tokens
+    types[i, :length] = w.token_types
+    offsets[i, :length] = w.token_offsets
+    max_context[i, :length] = w.token_is_max_context
+    positions[i] = (w.start_position, w.end_position)
+  return tokens, types, offsets, max_context, lengths, positions
+
+
+def _windows_numpy(example_id, question, context, texts, starts, *,
+                   vocabulary: seqio.Vocabulary, max_seq_length: int,
+                   doc_stride: int, max_query_length: int, source: str,
+                   on_misaligned: str) -> Tuple[np.ndarray, ...]:
+  """The preprocessor's `tf.numpy_function`: one question -> its windows.
+
+  Input: the element's numpy values, strings as bytes, e.g.
+    b"q1", b"Who?", b"Ann met Bob.", [b"Ann"], [0]
+  Output: `make_windows` of that question as `_stack_windows` arrays. Under
+  "skip" and "ignore" a misaligned question is logged as a warning.
+  """
+  example = QAExample(_text(example_id), _text(question), _text(context),
+                      tuple(_text(t) for t in texts),
+                      tuple(int(s) for s in starts))
+  if on_misaligned != "raise":
+    try:
+      check_answers(example, source)
+    except ValueError as e:
+      logging.warning("%s misaligned question (%s): %s",
+                      "Skipping" if on_misaligned == "skip" else "Keeping",
+                      on_misaligned, e)
+  windows = make_windows(example, vocabulary, max_seq_length, doc_stride,
+                         max_query_length, source, on_misaligned)
+  return _stack_windows(windows, max_seq_length)
+
+
+def _window_features(window: Dict[str, tf.Tensor],
+                     shared: Mapping[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+  """One window's output features from its padded row.
+
+  Input: {"input_tokens", "token_types", "token_offsets",
+  "token_is_max_context" (padded), "length", "targets": [start, end]}.
+  Output: the padded four cut to "length", "targets", "start_positions",
+  "end_positions", and `shared` (example_id, question, context, answers).
+  """
+  length = window["length"]
+  out = {k: v[:length] for k, v in window.items()
+         if k not in ("length", "targets")}
+  out["targets"] = window["targets"]
+  out["start_positions"] = window["targets"][0]
+  out["end_positions"] = window["targets"][1]
+  out.update(shared)
+  return out
+
+
+def _example_windows(ex: Dict[str, Any], windows_numpy: Callable[..., Any],
+                     max_seq_length: int) -> tf.data.Dataset:
+  """The dataset of one SQuAD-like element's windows (`_window_features`).
+
+  `windows_numpy` is `_windows_numpy` with its settings bound.
+  """
+  outputs = tf.numpy_function(
+      windows_numpy,
+      [ex["id"], ex["question"], ex["context"], ex["answers"]["text"],
+       ex["answers"]["answer_start"]],
+      [tf.int32] * 6, stateful=False)
+  tokens, types, offsets, max_context, lengths, positions = outputs
+  per_window = {
+      "input_tokens": tf.ensure_shape(tokens, [None, max_seq_length]),
+      "token_types": tf.ensure_shape(types, [None, max_seq_length]),
+      "token_offsets": tf.ensure_shape(offsets, [None, max_seq_length, 2]),
+      "token_is_max_context": tf.ensure_shape(max_context,
+                                              [None, max_seq_length]),
+      "length": tf.ensure_shape(lengths, [None]),
+      "targets": tf.ensure_shape(positions, [None, 2]),
+  }
+  shared = {"example_id": ex["id"], "question": ex["question"],
+            "context": ex["context"], "answers": ex["answers"]["text"]}
+  return tf.data.Dataset.from_tensor_slices(per_window).map(
+      functools.partial(_window_features, shared=shared))
+
+
 def qa_windows_preprocessor(
     dataset: tf.data.Dataset,
     output_features: Mapping[str, seqio.Feature],
@@ -605,8 +707,8 @@ def qa_windows_preprocessor(
     source: dataset or file name for error messages.
     on_misaligned: for a question whose answer_start does not point at its
       answer text: "raise" (default), "skip" it, or "ignore" it for the
-      positions (see `make_windows`); skipped and ignored questions are
-      logged with a running count. "skip" suits noisy (machine-translated)
+      positions (see `make_windows`); each skipped or ignored question is
+      logged as a warning. "skip" suits noisy (machine-translated)
       training data, "ignore" evaluation data, whose scores use only the
       answer texts.
     sequence_length: the task feature lengths seqio passes (T5X's
@@ -633,70 +735,13 @@ def qa_windows_preprocessor(
   if on_misaligned not in MISALIGNED_ACTIONS:
     raise ValueError(f"on_misaligned={on_misaligned!r}; expected one of "
                      f"{', '.join(MISALIGNED_ACTIONS)}.")
-  misaligned = [0]
-
-  def windows_np(example_id, question, context, texts, starts):
-    example = QAExample(_text(example_id), _text(question), _text(context),
-                        tuple(_text(t) for t in texts),
-                        tuple(int(s) for s in starts))
-    if on_misaligned != "raise":
-      try:
-        check_answers(example, source)
-      except ValueError as e:
-        misaligned[0] += 1
-        logging.warning("%s misaligned question %d (%s): %s",
-                        "Skipping" if on_misaligned == "skip" else "Keeping",
-                        misaligned[0], on_misaligned, e)
-    windows = make_windows(example, vocabulary, max_seq_length, doc_stride,
-                           max_query_length, source, on_misaligned)
-    n = len(windows)
-    tokens = np.zeros((n, max_seq_length), np.int32)
-    types = np.zeros((n, max_seq_length), np.int32)
-    offsets = np.full((n, max_seq_length, 2), NO_OFFSET, np.int32)
-    max_context = np.zeros((n, max_seq_length), np.int32)
-    lengths = np.zeros(n, np.int32)
-    positions = np.zeros((n, 2), np.int32)
-    for i, w in enumerate(windows):
-      length = len(w.input_tokens)
-      lengths[i] = length
-      tokens[i, :length] = w.input_tokens
-      types[i, :length] = w.token_types
-      offsets[i, :length] = w.token_offsets
-      max_context[i, :length] = w.token_is_max_context
-      positions[i] = (w.start_position, w.end_position)
-    return tokens, types, offsets, max_context, lengths, positions
-
-  def to_windows(ex):
-    outputs = tf.numpy_function(
-        windows_np,
-        [ex["id"], ex["question"], ex["context"], ex["answers"]["text"],
-         ex["answers"]["answer_start"]],
-        [tf.int32] * 6, stateful=False)
-    tokens, types, offsets, max_context, lengths, positions = outputs
-    per_window = {
-        "input_tokens": tf.ensure_shape(tokens, [None, max_seq_length]),
-        "token_types": tf.ensure_shape(types, [None, max_seq_length]),
-        "token_offsets": tf.ensure_shape(offsets, [None, max_seq_length, 2]),
-        "token_is_max_context": tf.ensure_shape(max_context,
-                                                [None, max_seq_length]),
-        "length": tf.ensure_shape(lengths, [None]),
-        "targets": tf.ensure_shape(positions, [None, 2]),
-    }
-    shared = {"example_id": ex["id"], "question": ex["question"],
-              "context": ex["context"], "answers": ex["answers"]["text"]}
-
-    def finish(window):
-      length = window.pop("length")
-      out = {k: v[:length] for k, v in window.items() if k != "targets"}
-      out["targets"] = window["targets"]
-      out["start_positions"] = window["targets"][0]
-      out["end_positions"] = window["targets"][1]
-      out.update(shared)
-      return out
-
-    return tf.data.Dataset.from_tensor_slices(per_window).map(finish)
-
-  return dataset.flat_map(to_windows)
+  windows_numpy = functools.partial(
+      _windows_numpy, vocabulary=vocabulary, max_seq_length=max_seq_length,
+      doc_stride=doc_stride, max_query_length=max_query_length,
+      source=source, on_misaligned=on_misaligned)
+  return dataset.flat_map(functools.partial(
+      _example_windows, windows_numpy=windows_numpy,
+      max_seq_length=max_seq_length))
 
 
 def postprocess_window(output: Any,

@@ -1,7 +1,7 @@
 """The RemBERT SentencePiece vocabulary: special ids, tokenisation, training.
 
 (Special pieces, layouts and training are in `rembert_t5x.data.pieces`, which
-needs no TensorFlow; every name there is re-exported here.)
+needs no TensorFlow.)
 
 Special ids are read from the vocabulary by piece name, never assumed
 (docs/DESIGN.md). A RemBERT vocabulary holds five pieces:
@@ -38,6 +38,7 @@ Which vocabulary a task uses: registered tasks get a lazy one
      `checkpoint_vocabulary`; the converters put the file there).
 """
 
+import logging
 import os
 import re
 from typing import Dict, List, Mapping, Optional, Tuple
@@ -50,35 +51,32 @@ from sentencepiece import sentencepiece_model_pb2
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from rembert_t5x.common import errors
+from rembert_t5x.common import io_utils
 from rembert_t5x.data import fast_tokenizer
-# Re-exported: the special pieces, layouts, pre-normalisation and training
-# live in `pieces` (no TensorFlow), and are used from here too.
-from rembert_t5x.data.pieces import (  # pylint: disable=unused-import
-    CLS_PIECE, MASK_PIECE, PAD_ID, PAD_PIECE, RELEASED_LAYOUT, SEP_PIECE,
-    SPECIAL_PIECES, TRAINED_LAYOUT, UNK_PIECE, VOCABULARY_FILENAME, SpecialIds,
-    alpha_sampling_rates, prenormalize, read_special_ids, sample_sentences,
-    train_sentencepiece)
+from rembert_t5x.data import pieces
 
 SPM_PATH_ENV = "REMBERT_SPM_PATH"
+ALLOW_OTHER_VOCABULARY_ENV = "REMBERT_ALLOW_OTHER_VOCABULARY"
 
 _SPACE = "\u2581"  # SentencePiece's whitespace marker "▁"
 
 
-def special_ids(vocabulary: seqio.Vocabulary) -> SpecialIds:
+def special_ids(vocabulary: seqio.Vocabulary) -> pieces.SpecialIds:
   """The special ids of a task vocabulary (loads it if needed).
 
   Works for `RemBertVocabulary` (and the lazy wrappers that delegate to
   one) and for a plain `seqio.SentencePieceVocabulary`.
   """
   ids = getattr(vocabulary, "special_ids", None)
-  if isinstance(ids, SpecialIds):
+  if isinstance(ids, pieces.SpecialIds):
     return ids
   if isinstance(vocabulary, seqio.SentencePieceVocabulary):
-    return read_special_ids(vocabulary.tokenizer,
+    return pieces.read_special_ids(vocabulary.tokenizer,
                             vocabulary.sentencepiece_model_file)
   raise ValueError(
       f"vocabulary {vocabulary} has no SentencePiece model to read RemBERT's "
-      f"special pieces ({', '.join(SPECIAL_PIECES)}) from.")
+      f"special pieces ({', '.join(pieces.SPECIAL_PIECES)}) from.")
 
 
 def _prenormalize_tf(text: tf.Tensor) -> tf.Tensor:
@@ -122,7 +120,7 @@ def encode_with_offsets(
     tokenizer: spm.SentencePieceProcessor,
     text: str) -> Tuple[List[int], List[Tuple[int, int]]]:
   """Ids and original-text character spans; see RemBertVocabulary."""
-  normalized, spans = prenormalize(text)
+  normalized, spans = pieces.prenormalize(text)
   byte_to_char = _byte_to_char_map(normalized)
   ids, offsets = [], []
   for piece in _encode_pieces(tokenizer, normalized):
@@ -225,11 +223,11 @@ class RemBertVocabulary(seqio.SentencePieceVocabulary):
       raise ValueError(f"{path}: cannot load it as a SentencePiece model "
                        f"({first}).") from e
     if self._special_ids is None:
-      self._special_ids = read_special_ids(context.tokenizer, path)
+      self._special_ids = pieces.read_special_ids(context.tokenizer, path)
     return context
 
   @property
-  def special_ids(self) -> SpecialIds:
+  def special_ids(self) -> pieces.SpecialIds:
     if self._lazy or self._special_ids is None:
       # A lazy vocabulary follows the default model file: look again.
       self._model_context()
@@ -237,7 +235,7 @@ class RemBertVocabulary(seqio.SentencePieceVocabulary):
 
   @property
   def pad_id(self) -> int:
-    return PAD_ID  # read_special_ids refuses any other [PAD] id
+    return pieces.PAD_ID  # pieces.read_special_ids refuses any other [PAD] id
 
   @property
   def unk_id(self) -> int:
@@ -267,7 +265,7 @@ class RemBertVocabulary(seqio.SentencePieceVocabulary):
     return None
 
   def _encode(self, s: str) -> List[int]:
-    normalized, _ = prenormalize(s)
+    normalized, _ = pieces.prenormalize(s)
     return [p.id for p in _encode_pieces(self.tokenizer, normalized)]
 
   @tf.autograph.experimental.do_not_convert
@@ -390,8 +388,8 @@ def default_model_file() -> str:
   if not path:
     raise ValueError(
         f"Environment variable {SPM_PATH_ENV} is not set: point it at a "
-        "RemBERT SentencePiece model (train one with scripts/train_vocab.py), "
-        f"or start from a checkpoint directory holding {VOCABULARY_FILENAME} "
+        "RemBERT SentencePiece model (train one with rembert-train-vocab), "
+        f"or start from a checkpoint directory holding {pieces.VOCABULARY_FILENAME} "
         "(the checkpoint converters put it there).")
   if not tf.io.gfile.exists(path):
     from_env = (not _defaults["explicit"] and
@@ -424,7 +422,7 @@ def find_checkpoint_vocabulary(checkpoint_path: str) -> Optional[str]:
   elif name.isdigit() and os.path.basename(parent) == "checkpoints":
     candidates.append(os.path.dirname(parent))
   for directory in candidates:
-    model_file = os.path.join(directory, VOCABULARY_FILENAME)
+    model_file = os.path.join(directory, pieces.VOCABULARY_FILENAME)
     if tf.io.gfile.exists(model_file):
       return model_file
   return None
@@ -451,7 +449,43 @@ def use_checkpoint_vocabulary(*checkpoint_paths: Optional[str],
     if found:
       _defaults["checkpoint"] = found
       break
+  _check_same_vocabulary(_defaults["explicit"], _defaults["checkpoint"])
   return _default_model_file_or_none()
+
+
+def _check_same_vocabulary(explicit: Optional[str],
+                           checkpoint: Optional[str]) -> None:
+  """Refuses a vocabulary other than the checkpoint's, unless asked for.
+
+  A checkpoint's embedding rows mean the pieces of the vocabulary it was
+  trained with; another file (even one of the same size) silently feeds it
+  other ids. Setting $REMBERT_ALLOW_OTHER_VOCABULARY=1 allows it (logged).
+
+  Raises:
+    errors.UserError: the run's choice (`explicit`, else $REMBERT_SPM_PATH)
+      and the checkpoint's `sentencepiece.model` are different files.
+  """
+  chosen = explicit or os.environ.get(SPM_PATH_ENV)
+  if not chosen or not checkpoint:
+    return
+  try:
+    with tf.io.gfile.GFile(chosen, "rb") as a, \
+        tf.io.gfile.GFile(checkpoint, "rb") as b:
+      if a.read() == b.read():
+        return
+  except (OSError, tf.errors.OpError):
+    return  # a missing file is reported where it is read, naming it
+  where = "SENTENCEPIECE_MODEL" if explicit else f"${SPM_PATH_ENV}"
+  if os.environ.get(ALLOW_OTHER_VOCABULARY_ENV) == "1":
+    logging.warning("using %s (%s), not the checkpoint's vocabulary %s "
+                    "($%s=1)", chosen, where, checkpoint,
+                    ALLOW_OTHER_VOCABULARY_ENV)
+    return
+  raise errors.UserError(
+      f"the run's vocabulary {chosen} ({where}) differs from the "
+      f"checkpoint's {checkpoint}: the checkpoint's ids mean its own pieces. "
+      f"Leave {where} unset to use the checkpoint's, or set "
+      f"{ALLOW_OTHER_VOCABULARY_ENV}=1 to use the other one anyway")
 
 
 def save_vocabulary(model_file: str, directory: str) -> str:
@@ -463,7 +497,7 @@ def save_vocabulary(model_file: str, directory: str) -> str:
   Returns:
     The path written (or already there).
   """
-  target = os.path.join(directory, VOCABULARY_FILENAME)
+  target = os.path.join(directory, pieces.VOCABULARY_FILENAME)
   with tf.io.gfile.GFile(model_file, "rb") as f:
     data = f.read()
   if tf.io.gfile.exists(target):
@@ -479,7 +513,6 @@ def save_vocabulary(model_file: str, directory: str) -> str:
     with tf.io.gfile.GFile(target, "wb") as f:
       f.write(data)
   else:
-    from rembert_t5x.runner import io_utils  # pylint: disable=g-import-not-at-top
     io_utils.atomic_write_bytes(target, data)
   return target
 

@@ -31,8 +31,8 @@ import numpy as np
 import seqio
 import tensorflow as tf
 
-from rembert_t5x import retrieval_metrics
 from rembert_t5x.data import vocabulary as vocab_lib
+from rembert_t5x import retrieval_metrics
 
 # Retrieval `targets[0]`: which side of a parallel corpus a sentence is on.
 SIDE_SOURCE = retrieval_metrics.SIDE_SOURCE   # the non-English sentence

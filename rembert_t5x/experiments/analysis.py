@@ -36,11 +36,14 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from rembert_t5x import errors
+from rembert_t5x.common import cli
+from rembert_t5x.common import errors
+from rembert_t5x.common import io_utils
+from rembert_t5x import configs
+from rembert_t5x.experiments import sweep
 from rembert_t5x import layer_stacking
 from rembert_t5x import network
-from rembert_t5x.experiments import sweep
-from rembert_t5x.runner import cli
+from rembert_t5x.runner import checkpoints
 
 
 def layer_config(config: network.RemBertConfig, num_layers: int
@@ -144,6 +147,7 @@ def drop_layers(workdir: str, config: network.RemBertConfig, pretrained: str,
 
 def _examples(task: sweep.TaskSpec, task_name: str, split: str, limit: int,
               config) -> list:
+  # Deferred: seqio and TensorFlow (seconds); `--help` needs neither.
   from rembert_t5x.data import inputs  # pylint: disable=g-import-not-at-top
   model = sweep.make_model(task, config)
   data = inputs.make_dataset(model, task_name, {"input_tokens": task.length},
@@ -221,7 +225,7 @@ def probe(workdir: str, config: network.RemBertConfig, pretrained: str,
           log: Callable[[str], None] = print) -> Dict[str, Any]:
   """Per-layer linear-probe accuracy, per language (trained on one language)."""
   del workdir
-  from rembert_t5x.runner import checkpoints  # pylint: disable=g-import-not-at-top
+  # Deferred: seqio and TensorFlow (seconds).
   from rembert_t5x.data import vocabulary  # pylint: disable=g-import-not-at-top
   vocabulary.use_checkpoint_vocabulary(pretrained)  # before the tasks' data
   params = checkpoints.load_params(pretrained)
@@ -299,6 +303,7 @@ def markdown(result: Mapping[str, Any]) -> str:
 
 def plot(result: Mapping[str, Any], path: pathlib.Path) -> None:
   """Score vs layers, one line per language (train language bold)."""
+  # Deferred: only plots need matplotlib.
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
@@ -326,7 +331,6 @@ def plot(result: Mapping[str, Any], path: pathlib.Path) -> None:
 
 
 def write(workdir: str, result: Mapping[str, Any]) -> None:
-  from rembert_t5x.runner import io_utils  # pylint: disable=g-import-not-at-top
   out = pathlib.Path(workdir)
   out.mkdir(parents=True, exist_ok=True)
   mode = result["mode"]
@@ -371,7 +375,7 @@ def main(argv=None) -> None:
 
 
 def _main(args) -> Dict[str, Any]:
-  from rembert_t5x import configs  # pylint: disable=g-import-not-at-top
+  # Deferred: importing it prepares the synthetic data (seconds).
   from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
   tasks = sweep.demo_tasks(train_steps=args.train_steps)
   if args.task not in tasks:

@@ -51,6 +51,8 @@ compilation.
 
 import contextlib
 import dataclasses
+import jax
+from jax.experimental.compilation_cache import compilation_cache as cc
 import json
 import pathlib
 import shutil
@@ -59,16 +61,16 @@ from typing import Any, Callable, Dict, List
 
 from absl import flags
 
+from rembert_t5x.common import cli
+from rembert_t5x.common import errors
+from rembert_t5x.common import io_utils
 from rembert_t5x import configs
-from rembert_t5x import errors
-from rembert_t5x import models
-from rembert_t5x import network
 from rembert_t5x.data import synthetic
 from rembert_t5x.experiments import synthetic_baselines
 from rembert_t5x.experiments import uncertainty
-from rembert_t5x.runner import cli
+from rembert_t5x import models
+from rembert_t5x import network
 from rembert_t5x.runner import eval as eval_lib
-from rembert_t5x.runner import io_utils
 from rembert_t5x.runner import jobs as runner_jobs
 
 VARIANTS = {
@@ -194,8 +196,6 @@ def compilation_cache(path: pathlib.Path):
   cache directory already configured (JAX_COMPILATION_CACHE_DIR, the test
   suite's) is kept; otherwise the previous setting is restored afterwards.
   """
-  import jax  # pylint: disable=g-import-not-at-top
-  from jax.experimental.compilation_cache import compilation_cache as cc  # pylint: disable=g-import-not-at-top
   name = "jax_compilation_cache_dir"
   old = getattr(jax.config, name)
   if old:
@@ -259,6 +259,7 @@ def run(workdir: str, settings: DemoSettings = DemoSettings(),
 
 
 def _prepare(out: pathlib.Path, settings: DemoSettings):
+  # Deferred: importing it prepares the synthetic data (seconds).
   from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
   manifest = synthetic_tasks.prepare(str(out / "data"),
                                      seed=settings.data_seed,
@@ -363,6 +364,7 @@ def _run_variant(out: pathlib.Path, variant: str, settings: DemoSettings,
 
 def variant_config(variant: str) -> network.RemBertConfig:
   """The variant's model config with the synthetic vocabulary's size."""
+  # Deferred: importing it prepares the synthetic data (seconds).
   from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
   return dataclasses.replace(configs.config_from_gin(VARIANTS[variant]),
                              vocab_size=synthetic_tasks.VOCAB_SIZE)
@@ -416,6 +418,7 @@ def finetune_model(kind: str, config: network.RemBertConfig, family: str):
     return models.RemBertPairClassificationModel(module)
   if kind == "tagging":
     return models.RemBertTaggingModel(module)
+  # Deferred: importing it prepares the synthetic data (seconds).
   from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
   return models.RemBertQAModel(
       module, max_answer_length=synthetic_tasks.QA_SETTINGS["max_answer_length"])

@@ -14,7 +14,7 @@ from typing import Any, List, Mapping, Optional
 
 import numpy as np
 
-from rembert_t5x import errors
+from rembert_t5x.common import errors
 
 # RemBERT's XTREME numbers from the paper (Table 16), shipped as package data.
 PAPER_RESULTS = pathlib.Path(__file__).parent / "paper_results" / (

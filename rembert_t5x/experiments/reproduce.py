@@ -58,19 +58,22 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 from absl import flags
 import numpy as np
 
+from rembert_t5x.common import cli
+from rembert_t5x.common import errors
+from rembert_t5x.common import io_utils
 from rembert_t5x import configs
-from rembert_t5x import errors
-from rembert_t5x import network
+from rembert_t5x.data import synthetic
+from rembert_t5x.experiments import analysis
+from rembert_t5x.experiments import sweep
 from rembert_t5x.experiments import uncertainty
-from rembert_t5x.runner import cli
-from rembert_t5x.runner import io_utils
+from rembert_t5x import network
 from rembert_t5x.runner import jobs as runner_jobs
 
 # The base model: the tiny config (H = 64, 2 layers of 4 heads x 16, MLP 256).
 BASE_GIN = "gin_configs/models/tiny.gin"
 NUM_LANGUAGES = 12
 VOCAB_SIZE = 1000  # the most SentencePiece can make of the 12-language corpus
-# Fine-tuning input lengths of the reproduction: those its README table was
+# Fine-tuning input lengths of the reproduction: those its results table (docs/REPRODUCE_RESULTS.md) was
 # measured with (the demo's TASKS then had them; the demo now uses shorter
 # rows that fit its data).
 LENGTHS = {"pair": 64, "tag": 64, "qa": 96}
@@ -107,7 +110,7 @@ class Table:
   title: str
   rows: Sequence[str]
   direction: Direction
-  paper: str  # the paper's numbers for the direction, for the README
+  paper: str  # the paper's numbers for the direction, for the results table
 
 
 TABLES: Dict[str, Table] = {
@@ -193,6 +196,7 @@ def unit_path(out: pathlib.Path, variant: str, seed: int) -> pathlib.Path:
 
 def prepare(out: pathlib.Path, settings: Settings):
   """(manifest, task names) of the 12-language synthetic benchmark."""
+  # Deferred: importing it prepares the synthetic data (seconds).
   from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
   wanted = {"seed": settings.data_seed,
             "eval_examples": settings.eval_examples,
@@ -224,11 +228,11 @@ def run_unit(out: pathlib.Path, variant: str, p: int, settings: Settings,
   `evaluations` (a `runner.jobs.Evaluations`) is shared by the units of one
   worker, so each task family's evaluation examples are built once.
   """
-  # The training loop is only needed by the units that run.
+  # Deferred: models and demo import seqio and TensorFlow (seconds), which
+  # only the units that run need.
   from rembert_t5x import models  # pylint: disable=g-import-not-at-top
-  from rembert_t5x.experiments import analysis  # pylint: disable=g-import-not-at-top
+  # Deferred: seqio and TensorFlow (seconds).
   from rembert_t5x.experiments import demo  # pylint: disable=g-import-not-at-top
-  from rembert_t5x.experiments import sweep  # pylint: disable=g-import-not-at-top
   config = variant_config(variant)
   unit_dir = unit_path(out, variant, p).parent
   seed = settings.seed + p
@@ -288,6 +292,7 @@ def run_unit(out: pathlib.Path, variant: str, p: int, settings: Settings,
 def work(out: pathlib.Path, settings: Settings, worker: int, workers: int,
          log: Callable[[str], None] = print) -> None:
   """Runs the units `worker` owns (every `workers`-th) that have no record."""
+  # Deferred: seqio and TensorFlow (seconds).
   from rembert_t5x.experiments import demo  # pylint: disable=g-import-not-at-top
   manifest, names = prepare(out, settings)
   evaluations = runner_jobs.Evaluations()
@@ -397,7 +402,6 @@ def _layer_curve(records, key: str, train_language: str,
 def analyse(records: Sequence[Mapping[str, Any]], settings: Settings,
             train_language: Optional[str] = None) -> Dict[str, Any]:
   """Tables, per-variant summaries and the direction tests of the units."""
-  from rembert_t5x.data import synthetic  # pylint: disable=g-import-not-at-top
   train_language = train_language or synthetic.TRAIN_LANGUAGE
   by_variant: Dict[str, List[Mapping[str, Any]]] = {}
   for r in records:
@@ -549,6 +553,7 @@ def markdown(results: Mapping[str, Any]) -> str:
 def plot(results: Mapping[str, Any], path: pathlib.Path) -> None:
   """One panel per table (avg per variant, mean ± std, seeds as dots) and
   the Figure 1 analog."""
+  # Deferred: only plots need matplotlib.
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top

@@ -22,7 +22,7 @@ English and runs 3 seeds unless --seeds says otherwise:
            choice).
   demo     the synthetic pair / tag / qa tasks of the offline demo.
 
-Protocol (paper §4, XTREME; README "Fidelity to the paper"):
+Protocol (paper §4, XTREME; docs/FIDELITY.md):
   - steps: 3 epochs of the English training set at the grid's batch size,
     derived from the dataset's size (`protocol.train_steps`), never typed in;
   - a checkpoint at the end of every epoch; the one with the best English
@@ -60,21 +60,24 @@ import math
 import os
 import pathlib
 import shlex
+import shutil
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from absl import flags
 import numpy as np
 
-from rembert_t5x import errors
-from rembert_t5x import protocol
+from rembert_t5x.common import cli
+from rembert_t5x.common import errors
+from rembert_t5x.common import io_utils
+from rembert_t5x import configs
+from rembert_t5x.data import synthetic
 from rembert_t5x.experiments import paper_reference
 from rembert_t5x.experiments.uncertainty import mean_std
-from rembert_t5x.runner import cli
+from rembert_t5x import protocol
+from rembert_t5x.runner import checkpoints
 
 SEEDS = (0, 1, 2)
-# Kept under its old name for callers; defined once in `protocol`.
-task_score = protocol.task_score
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,7 +216,6 @@ def demo_tasks(prefix: str = "rembert_synthetic_",
   Fixed step counts (the demo's tuned budget), the same selection and
   per-family evaluation as the paper's grids, on the dev sets.
   """
-  from rembert_t5x.data import synthetic  # pylint: disable=g-import-not-at-top
   lang = synthetic.TRAIN_LANGUAGE
 
   def spec(name, kind, classes, lrs, length, steps, **kw):
@@ -275,10 +277,12 @@ def family_scores(record: Mapping[str, Any]) -> Dict[str, Dict[str, float]]:
   Rows come from full task names (`rembert_mlqa_en` and `rembert_squad_en`
   are different families), so no language of one family overwrites another.
   """
+  # Deferred: the runner imports seqio and TensorFlow (seconds), which the
+  # tables and --help do not need.
   from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
   out = {}
   for family, ev in record["evaluations"].items():
-    out[family] = {eval_lib.task_language(t): task_score(m)
+    out[family] = {eval_lib.task_language(t): protocol.task_score(m)
                    for t, m in ev["tasks"].items()}
   return out
 
@@ -428,6 +432,7 @@ def markdown(table: Mapping[str, Any], title: str,
 
 def plot(table: Mapping[str, Any], path: pathlib.Path, title: str) -> None:
   """One panel per family: per-language score, error bars = std."""
+  # Deferred: only plots need matplotlib.
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
@@ -460,7 +465,6 @@ def write_outputs(workdir: str, records: Sequence[Mapping[str, Any]],
                   title: str, paper: Optional[paper_reference.PaperResults] = None
                   ) -> Dict[str, Any]:
   """Aggregates and writes sweep.json, sweep.md and sweep.png."""
-  from rembert_t5x.runner import io_utils  # pylint: disable=g-import-not-at-top
   out = pathlib.Path(workdir)
   table = aggregate(records)
   reference = None if paper is None else dataclasses.asdict(paper)
@@ -482,6 +486,7 @@ def results_path(workdir: str, point: GridPoint) -> pathlib.Path:
 
 def make_model(spec: TaskSpec, config):
   """The T5X-style model class of a task, over `config`."""
+  # Deferred: seqio and TensorFlow (seconds).
   from rembert_t5x import models  # pylint: disable=g-import-not-at-top
   module = models.make_module(spec.kind, config, spec.num_classes)
   if spec.kind == "pair":
@@ -505,6 +510,8 @@ def checkpoint_period(spec: TaskSpec, steps: int) -> int:
 
 
 def _in_family(task_name: str, family: str) -> bool:
+  # Deferred: the runner imports seqio and TensorFlow (seconds), which the
+  # tables and --help do not need.
   from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
   return eval_lib.task_family(task_name).rsplit("_", 1)[-1] == family
 
@@ -513,11 +520,10 @@ def run_point(workdir: str, point: GridPoint, config, pretrained: str,
               keep_checkpoints: bool = False) -> Dict[str, Any]:
   """Fine-tunes one grid point, selects its checkpoint on English dev,
   evaluates every family with it; writes its results.json."""
-  from rembert_t5x.runner import checkpoints  # pylint: disable=g-import-not-at-top
+  # Deferred: the runner imports seqio and TensorFlow (seconds), which the
+  # tables and --help do not need.
   from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
-  from rembert_t5x.runner import io_utils  # pylint: disable=g-import-not-at-top
   from rembert_t5x.runner import jobs  # pylint: disable=g-import-not-at-top
-  import shutil  # pylint: disable=g-import-not-at-top
 
   spec = point.task
   path = results_path(workdir, point)
@@ -538,7 +544,7 @@ def run_point(workdir: str, point: GridPoint, config, pretrained: str,
       init_checkpoint=pretrained, checkpoint_period=period))
   step_dir, selection = eval_lib.select_checkpoint(
       model, str(model_dir), spec.selection_task, "validation", lengths)
-  params = checkpoints.load_params(str(step_dir))
+  params = checkpoints.load_params_for(model, str(step_dir))
   evaluations = {}
   for ev in spec.evaluations:
     results = eval_lib.evaluate_params(model, params, ev.mixture, ev.split,
@@ -611,7 +617,8 @@ def t5x_commands(workdir: str, points: Sequence[GridPoint], model_gin: str,
   """
   lines = ["set -e"]
   if xtreme_dir:
-    from rembert_t5x.data import xtreme_local  # pylint: disable=g-import-not-at-top
+    # Deferred: it imports the task modules (seqio, TensorFlow).
+    from rembert_t5x.experiments import xtreme_local  # pylint: disable=g-import-not-at-top
     lines.append(f"export {xtreme_local.XTREME_DIR_ENV}="
                  f"{shlex.quote(os.path.abspath(xtreme_dir))}")
   for p in points:
@@ -705,11 +712,9 @@ def _paper(args) -> Optional[paper_reference.PaperResults]:
 def _local_config(args, model_gin: Optional[str]):
   """The network config: --model_gin, else (a converted or pre-trained
   MODEL_DIR) its rembert_config.json, else RemBERT's gin file."""
-  from rembert_t5x.convert import checkpoint_io  # pylint: disable=g-import-not-at-top
-  from rembert_t5x import configs  # pylint: disable=g-import-not-at-top
-  saved = pathlib.Path(args.pretrained) / checkpoint_io.CONFIG_FILE
+  saved = pathlib.Path(args.pretrained) / configs.CHECKPOINT_CONFIG_FILE
   if not model_gin and saved.is_file():
-    return checkpoint_io.read_config_file(saved), str(saved)
+    return configs.read_checkpoint_config(saved), str(saved)
   model_gin = model_gin or "gin_configs/models/paper/rembert.gin"
   try:
     return configs.config_from_gin(model_gin), model_gin
@@ -736,7 +741,8 @@ def _main(args) -> None:
     if args.experiment == "demo":
       raise errors.UserError("--xtreme_dir applies to the paper's grids "
                           "(table10, table15), not to the demo tasks")
-    from rembert_t5x.data import xtreme_local  # pylint: disable=g-import-not-at-top
+    # Deferred: it imports the task modules (seqio, TensorFlow).
+    from rembert_t5x.experiments import xtreme_local  # pylint: disable=g-import-not-at-top
     languages = args.languages.split(",") if args.languages else None
     if languages and args.runner == "t5x":
       raise errors.UserError("--languages applies to the local runner (the T5X "
@@ -756,10 +762,12 @@ def _main(args) -> None:
     return
   vocab_size = args.vocab_size
   if args.experiment == "demo":
+    # Deferred: importing it prepares the synthetic data (seconds).
     from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
     vocab_size = vocab_size or synthetic_tasks.VOCAB_SIZE
   else:
-    import rembert_tasks  # pylint: disable=g-import-not-at-top,unused-import
+    # Deferred: registers every task (seqio, TensorFlow).
+    pass  # pylint: disable=g-import-not-at-top,unused-import
   config, config_source = _local_config(args, model_gin)
   if vocab_size:
     config = dataclasses.replace(config, vocab_size=vocab_size)

@@ -9,8 +9,9 @@ import json
 import os
 from typing import Dict
 
-from rembert_t5x import metrics
 from rembert_t5x.data import synthetic
+from rembert_t5x.data import xtreme_readers
+from rembert_t5x import metrics
 
 CHANCE_METRICS = {"pair": "accuracy", "tag": "entity_f1", "qa": "f1"}
 
@@ -46,7 +47,6 @@ def chance_levels(workdir: str, split: str = "dev") -> Dict[str, Dict[str,
   levels = {"pair": {}, "tag": {}, "qa": {}}
   # Imported here: the readers pull in TensorFlow and seqio (seconds), which
   # generating the data does not need.
-  from rembert_t5x.data import xtreme_readers  # pylint: disable=g-import-not-at-top
 
   def pair_labels(path):
     return [e["label"] for e in xtreme_readers.read_pair_tsv(

@@ -8,9 +8,9 @@
      (`build_released_like_hf`): `transformers.RemBertForMaskedLM` with a
      tiny config and random weights, `save_pretrained`, and a
      `sentencepiece.model` trained on real multilingual text
-     (`vocabulary.train_sentencepiece`) whose special pieces sit where the
+     (`pieces.train_sentencepiece`) whose special pieces sit where the
      released vocabulary has them ([CLS]=312, [SEP]=313, ...;
-     `vocabulary.RELEASED_LAYOUT`);
+     `pieces.RELEASED_LAYOUT`);
   2. `hf-to-t5x` (`checkpoint_io.hf_to_t5x`): a MODEL_DIR carrying the
      weights, `rembert_config.json` and the vocabulary;
   3. the Table 15 sweep over an XTREME download folder
@@ -35,10 +35,13 @@ import pathlib
 import unicodedata
 from typing import Dict, List, Mapping, Optional, Sequence
 
+from rembert_t5x import configs
 from rembert_t5x.convert import checkpoint_io
+from rembert_t5x.data import pieces
 from rembert_t5x.data import vocabulary
-from rembert_t5x.data import xtreme_local
 from rembert_t5x.data import xtreme_readers
+from rembert_t5x.experiments import sweep
+from rembert_t5x.experiments import xtreme_local
 
 # Every family of the table15 sweep and the local files it reads.
 FAMILY_GRIDS = ("xnli", "pawsx", "panx", "udpos", "squad", "tydiqa")
@@ -57,6 +60,7 @@ SYNTHETIC_NOTE = (
 # --------------------------------------------------------------------------
 
 def _tatoeba_code(lang: str) -> Optional[str]:
+  # Deferred: the task modules import seqio and TensorFlow.
   from rembert_tasks import retrieval  # pylint: disable=g-import-not-at-top
   return retrieval.TATOEBA_LANGUAGES.get(lang) or _EXTRA_TATOEBA.get(lang)
 
@@ -83,12 +87,13 @@ def build_released_like_hf(out_dir: str, data_dir: str,
   `config.json` + weights (`RemBertForMaskedLM.save_pretrained`, random
   weights) and `sentencepiece.model`: a unigram model trained on the
   Tatoeba text of `languages` in `data_dir`, its special pieces moved to
-  the released ids (`vocabulary.RELEASED_LAYOUT`), which `config.json`
+  the released ids (`pieces.RELEASED_LAYOUT`), which `config.json`
   names as pad/bos/eos ids as the hub's does.
 
   Returns:
     `out_dir`.
   """
+  # Deferred and optional: torch and transformers only write the HF checkpoint.
   import torch  # pylint: disable=g-import-not-at-top
   import transformers  # pylint: disable=g-import-not-at-top
 
@@ -98,15 +103,15 @@ def build_released_like_hf(out_dir: str, data_dir: str,
     raise ValueError(f"{data_dir}/tatoeba: no text of {list(languages)}")
   out = pathlib.Path(out_dir)
   out.mkdir(parents=True, exist_ok=True)
-  trained = vocabulary.train_sentencepiece(
+  trained = pieces.train_sentencepiece(
       files, str(out / "trained"), vocab_size, max_sentences=30_000,
       seed=seed, character_coverage=0.995)
-  spm_file = str(out / vocabulary.VOCABULARY_FILENAME)
+  spm_file = str(out / pieces.VOCABULARY_FILENAME)
   vocabulary.move_special_pieces(trained, spm_file,
-                                 vocabulary.RELEASED_LAYOUT)
+                                 pieces.RELEASED_LAYOUT)
   for suffix in (".model", ".vocab"):
     pathlib.Path(str(out / "trained") + suffix).unlink()
-  layout = vocabulary.RELEASED_LAYOUT
+  layout = pieces.RELEASED_LAYOUT
   config = transformers.RemBertConfig(
       vocab_size=vocab_size, hidden_size=hidden_size,
       num_hidden_layers=num_layers, num_attention_heads=num_heads,
@@ -116,9 +121,9 @@ def build_released_like_hf(out_dir: str, data_dir: str,
       # QA windows are 384 tokens (XTREME's).
       max_position_embeddings=512,
       hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-      pad_token_id=layout[vocabulary.PAD_PIECE],
-      bos_token_id=layout[vocabulary.CLS_PIECE],
-      eos_token_id=layout[vocabulary.SEP_PIECE])
+      pad_token_id=layout[pieces.PAD_PIECE],
+      bos_token_id=layout[pieces.CLS_PIECE],
+      eos_token_id=layout[pieces.SEP_PIECE])
   torch.manual_seed(seed)
   transformers.RemBertForMaskedLM(config).save_pretrained(out)
   return out_dir
@@ -230,7 +235,6 @@ def write_tiny_xtreme(out_dir: str, data_dir: str, grids: Sequence[str],
   Returns:
     A manifest {"note", "files": {relative path: origin}}.
   """
-  from rembert_t5x.experiments import sweep  # pylint: disable=g-import-not-at-top
   root = pathlib.Path(out_dir)
   origins: Dict[str, str] = {}
 
@@ -289,7 +293,6 @@ def write_tiny_xtreme(out_dir: str, data_dir: str, grids: Sequence[str],
 def road_languages(grids: Sequence[str],
                    languages: Optional[Sequence[str]] = None) -> List[str]:
   """Every language the grids read (for the tiny vocabulary)."""
-  from rembert_t5x.experiments import sweep  # pylint: disable=g-import-not-at-top
   langs = set()
   for grid in grids:
     spec = sweep.EXPERIMENTS["table15"][grid]
@@ -310,7 +313,6 @@ def run_road(workdir: str, data_dir: str, *, hf_dir: Optional[str] = None,
 
   Every step is logged as the shell command that does the same.
   """
-  from rembert_t5x.experiments import sweep  # pylint: disable=g-import-not-at-top
   work = pathlib.Path(workdir).resolve()
   work.mkdir(parents=True, exist_ok=True)
   commands = []
@@ -323,10 +325,10 @@ def run_road(workdir: str, data_dir: str, *, hf_dir: Optional[str] = None,
   else:
     log(f"[1/4] Hugging Face RemBERT: {hf_dir}")
   model_dir = work / "model"
-  commands.append("python scripts/convert_checkpoint.py hf-to-t5x "
+  commands.append("rembert-convert hf-to-t5x "
                   f"--hf_dir={hf_dir} --output_dir={model_dir}")
   log(f"[2/4] {commands[-1]}")
-  if not (model_dir / checkpoint_io.CONFIG_FILE).is_file():
+  if not (model_dir / configs.CHECKPOINT_CONFIG_FILE).is_file():
     summary = checkpoint_io.hf_to_t5x(hf_dir, str(model_dir))
     log(summary.to_json())
   if xtreme_dir is None:
@@ -357,7 +359,7 @@ def run_road(workdir: str, data_dir: str, *, hf_dir: Optional[str] = None,
                       f"--pretrained={work / 't5x_native'}/checkpoint_0")
                   + " --model_gin=<the model's gin file>")
   log(f"[4/4] {sweep_dir / 'sweep.md'} (with T5X instead: "
-      f"python scripts/convert_checkpoint.py t5x-native "
+      f"rembert-convert t5x-native "
       f"--checkpoint_dir={model_dir} --output_dir={work / 't5x_native'}; "
       f"{commands[-1]} | bash)")
   saved = json.loads((sweep_dir / "sweep.json").read_text())

@@ -1,1 +1,1 @@
-"""The local runner: training loop, evaluation, checkpoints, command line, file I/O."""
+"""The local runner: training loop, evaluation, checkpoints, jobs."""

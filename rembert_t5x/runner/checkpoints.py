@@ -14,6 +14,7 @@ directory `checkpoints/<step>`.
 """
 
 import contextlib
+import dataclasses
 import logging
 import pathlib
 from typing import Any, Iterator, Optional, Sequence
@@ -22,7 +23,8 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-from rembert_t5x import errors
+from rembert_t5x import configs
+from rembert_t5x.common import errors
 
 
 def writer(checkpoints_dir: pathlib.Path, period: int,
@@ -214,3 +216,83 @@ def load_param_subset(path: str, step: int,
     # A placeholder leaf: partial restore reads only the keys present.
     node[name[-1]] = np.zeros((), np.int8)
   return _restore_numpy(root, step, {"params": item}, partial=True)["params"]
+
+
+def param_shapes(tree) -> dict[str, tuple[int, ...]]:
+  """{"a/b/c": shape} of a params tree (arrays, ShapeDtypeStructs or metadata)."""
+  out = {}
+  for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
+    name = "/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in path)
+    out[name] = tuple(leaf.shape)
+  return out
+
+
+def model_param_shapes(model) -> dict[str, tuple[int, ...]]:
+  """The parameter shapes `model` (a `models.RemBert*Model`) initialises."""
+  variables = jax.eval_shape(
+      lambda rng: model.get_initial_variables(rng, {"input_tokens": (1, 8)}),
+      jax.random.PRNGKey(0))
+  return param_shapes(variables["params"])
+
+
+def _config_differences(source: pathlib.Path, config) -> str:
+  """The architecture fields where the checkpoint's saved config differs.
+
+  Returns "; <file> differs from the gin files in <fields>" when the
+  checkpoint's MODEL_DIR holds `rembert_config.json` and differs, else "".
+  """
+  for directory in (source, *source.parents[:3]):
+    saved = directory / configs.CHECKPOINT_CONFIG_FILE
+    if saved.is_file():
+      break
+  else:
+    return ""
+  try:
+    found = configs.read_checkpoint_config(saved)
+  except errors.UserError:
+    return ""
+  fields = [f"{f.name} {getattr(found, f.name)!r} vs "
+            f"{getattr(config, f.name)!r}"
+            for f in dataclasses.fields(config)
+            if f.name in ARCHITECTURE_FIELDS
+            and getattr(found, f.name) != getattr(config, f.name)]
+  return (f"; {saved} differs from the gin files in {', '.join(fields)}"
+          if fields else "")
+
+
+# The config fields that decide parameter shapes.
+ARCHITECTURE_FIELDS = ("vocab_size", "input_embed_dim", "emb_dim",
+                       "output_embed_dim", "num_layers", "num_heads",
+                       "head_dim", "mlp_dim", "max_position_embeddings",
+                       "type_vocab_size", "tie_embeddings")
+
+
+def check_params_fit(model, params, source: str) -> None:
+  """Refuses params that do not fit `model`, in one line.
+
+  Every parameter the model initialises must be in `params` with the same
+  shape (a pre-training checkpoint may hold more: the MLM head a retrieval
+  or fine-tuning model does not use).
+
+  Raises:
+    errors.UserError: naming the checkpoint, the first missing or misshapen
+      parameter with both shapes, and, when the checkpoint's MODEL_DIR holds
+      `rembert_config.json`, the config fields that differ.
+  """
+  saved = param_shapes(params)
+  for name, shape in sorted(model_param_shapes(model).items()):
+    if saved.get(name) == shape:
+      continue
+    found = ("has no parameter " + name if name not in saved else
+             f"has {name} of shape {saved[name]}, the model expects {shape}")
+    raise errors.UserError(
+        f"checkpoint {source} does not fit the model of the gin files: it "
+        f"{found}{_config_differences(pathlib.Path(source), model.config)} "
+        "(pass the model gin file the checkpoint was trained with)")
+
+
+def load_params_for(model, path: str, step: Optional[int] = None) -> dict:
+  """`load_params`, checked against `model` by `check_params_fit`."""
+  params = load_params(path, step)
+  check_params_fit(model, params, path)
+  return params

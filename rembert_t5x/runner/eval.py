@@ -26,6 +26,8 @@ XTREME select on the English dev set.
 import json
 import pathlib
 import re
+import sys
+import time
 import weakref
 from typing import Any, Mapping, Optional
 
@@ -35,14 +37,14 @@ import jax
 import numpy as np
 import seqio
 
+from rembert_t5x.common import cli
+from rembert_t5x.common import errors
+from rembert_t5x.common import io_utils
 from rembert_t5x import configs
-from rembert_t5x import errors
-from rembert_t5x import protocol
 from rembert_t5x.data import inputs
 from rembert_t5x.data import vocabulary as vocab_lib
+from rembert_t5x import protocol
 from rembert_t5x.runner import checkpoints
-from rembert_t5x.runner import cli
-from rembert_t5x.runner import io_utils
 
 # Which metric summarises a task in tables and plots, in order of preference.
 MAIN_METRICS = ("xtreme", "f1", "accuracy", "exact_match")
@@ -122,12 +124,45 @@ def make_evaluator(model, mixture_or_task_name: str, split: str,
 
 def evaluate_with(evaluator: seqio.Evaluator, model, params,
                   batch_size: int = 32) -> dict[str, dict[str, float]]:
-  """{task: {metric: value}} of `params` on an evaluator's cached tasks."""
+  """{task: {metric: value}} of `params` on an evaluator's cached tasks.
+
+  With several tasks, one line per task goes to stderr as it finishes: its
+  number, name, time, and the estimated time left.
+  """
   predict_fn = make_predict_fn(model, params, batch_size)
+  names = [task.name for task in evaluator.eval_tasks]
+  if len(names) > 1:
+    predict_fn = _Progress(predict_fn, names)
   results, _ = evaluator.evaluate(compute_metrics=True, predict_fn=predict_fn,
                                   predict_with_aux_fn=predict_fn)
   return {task: {k: float(v) for k, v in metrics.items()}
           for task, metrics in results.result().items()}
+
+
+class _Progress:
+  """Wraps a predict function; reports each task's end on stderr.
+
+  seqio's Evaluator calls it once per task, in `eval_tasks` order.
+  """
+
+  def __init__(self, predict_fn, names: list[str]):
+    self._predict_fn = predict_fn
+    self._names = names
+    self._done = 0
+    self._start = time.monotonic()
+
+  def __call__(self, ds, *args, **kwargs):
+    tick = time.monotonic()
+    outputs = self._predict_fn(ds, *args, **kwargs)
+    self._done += 1
+    total = len(self._names)
+    elapsed = time.monotonic() - self._start
+    left = elapsed / self._done * max(0, total - self._done)
+    name = self._names[min(self._done, total) - 1]
+    print(f"[eval {self._done}/{total}] {name}: {time.monotonic() - tick:.0f} s"
+          f" (elapsed {elapsed:.0f} s, about {left:.0f} s left)",
+          file=sys.stderr, flush=True)
+    return outputs
 
 
 def task_language(task_name: str) -> str:
@@ -187,6 +222,7 @@ def plot_languages(groups: Mapping[str, Mapping[str, float]], path: pathlib.Path
                    ) -> None:
   """Grouped bars: one group per language, one bar per series; `errors`
   ({series: {language: half-height}}) draws error bars."""
+  # Deferred: only plots need matplotlib.
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
@@ -249,7 +285,7 @@ def evaluate_checkpoints(model, checkpoint_dir: str, task_name: str,
   """{step: metrics of `task_name`} for every checkpoint under a MODEL_DIR."""
   out = {}
   for step, step_dir in checkpoints.checkpoint_dirs(checkpoint_dir):
-    params = checkpoints.load_params(str(step_dir))
+    params = checkpoints.load_params_for(model, str(step_dir))
     metrics = evaluate_params(model, params, task_name, split,
                               task_feature_lengths, batch_size)
     if task_name not in metrics:
@@ -308,19 +344,19 @@ def evaluate(checkpoint_dir: Optional[str] = None,
   _check_dir_set(checkpoint_dir, "checkpoint_dir", "CHECKPOINT_PATH")
   _check_dir_set(output_dir, "output_dir", "EVAL_OUTPUT_DIR")
   inputs.import_task_module(mixture_or_task_module)
-  inputs.get_task_or_mixture(mixture_or_task_name)
+  inputs.check_tfds_prepared(mixture_or_task_name)
   # The checkpoint's own vocabulary (its MODEL_DIR's sentencepiece.model)
   # unless $REMBERT_SPM_PATH is set; before any task is tokenised.
   vocab_lib.use_checkpoint_vocabulary(checkpoint_dir)
   selection = None
   checkpoint = checkpoint_dir
   if selection_task:
-    inputs.get_task_or_mixture(selection_task)
+    inputs.check_tfds_prepared(selection_task)
     step_dir, selection = select_checkpoint(
         model, checkpoint_dir, selection_task, selection_split,
         task_feature_lengths, batch_size)
     checkpoint = str(step_dir)
-  params = checkpoints.load_params(checkpoint)
+  params = checkpoints.load_params_for(model, checkpoint)
   metrics = evaluate_params(model, params, mixture_or_task_name, split,
                             task_feature_lengths, batch_size)
   return write_results(output_dir, metrics,
@@ -337,9 +373,14 @@ def main(fv: flags.FlagValues) -> None:
   print(json.dumps(evaluate()["tasks"]))
 
 
+def run(argv=None) -> None:
+  """The `rembert-eval` command: parses `argv` (default: sys.argv) and runs."""
+  cli.run_main(main, argv, doc=__doc__)
+
+
 if __name__ == "__main__":
   # Run the copy imported under its package name, so gin bindings such as
   # `eval.evaluate.x` (module `rembert_t5x.runner.eval`) apply; `python -m` would
   # otherwise register the configurables under `__main__`.
   from rembert_t5x.runner import eval as _module  # pylint: disable=g-import-not-at-top
-  cli.run_main(_module.main, doc=__doc__)
+  _module.run()

@@ -33,7 +33,7 @@ from typing import Callable, Iterable, Optional
 from absl import logging
 import tensorflow as tf
 
-from rembert_t5x import errors
+from rembert_t5x.common import errors
 from rembert_t5x.data import inputs
 
 DIRECTORY = "input_iterator"

@@ -36,8 +36,7 @@ import subprocess
 import sys
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
-from rembert_t5x import errors
-
+from rembert_t5x.common import errors
 from rembert_t5x.runner import checkpoints
 from rembert_t5x.runner import eval as eval_lib
 from rembert_t5x.runner import train as train_loop
@@ -112,9 +111,6 @@ def train_arguments(job: TrainJob) -> Dict[str, Any]:
 
 def run(job: TrainJob) -> Dict[str, float]:
   """Trains `job`; returns its last logged metrics as floats."""
-  # Imported here: the experiments' tables and the worker parents use this
-  # module without the training stack (seqio, TensorFlow, orbax).
-  from rembert_t5x.runner import train as train_loop  # pylint: disable=g-import-not-at-top
   metrics = train_loop.train(**train_arguments(job))
   return {k: float(v) for k, v in metrics.items()}
 
@@ -132,7 +128,6 @@ class Evaluations:
 
   def _evaluator(self, model, mixture: str, split: str,
                  lengths: Mapping[str, int]):
-    from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
     key = (mixture, split, tuple(sorted(lengths.items())),
            model.FEATURE_CONVERTER_CLS)
     if key not in self._evaluators:
@@ -143,7 +138,6 @@ class Evaluations:
   def params(self, model, params, mixture: str, lengths: Mapping[str, int],
              split: str = "validation") -> Dict[str, Dict[str, float]]:
     """{task: {metric: value}} of `params` on every task of `mixture`."""
-    from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
     return eval_lib.evaluate_with(
         self._evaluator(model, mixture, split, lengths), model, params)
 
@@ -152,9 +146,7 @@ class Evaluations:
                       by_language: bool = True) -> Dict[str, Dict[str, float]]:
     """Scores of the newest checkpoint under `model_dir`, keyed by language
     (the task name's suffix) or, with `by_language=False`, by task name."""
-    from rembert_t5x.runner import checkpoints  # pylint: disable=g-import-not-at-top
-    from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
-    scores = self.params(model, checkpoints.load_params(model_dir), mixture,
+    scores = self.params(model, checkpoints.load_params_for(model, model_dir), mixture,
                          lengths, split)
     if not by_language:
       return scores

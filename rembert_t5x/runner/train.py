@@ -36,12 +36,13 @@ Reading checkpoints (eval, the converters, experiments) goes through
 this runner mid-step and mid-save from outside (tests/crashing_train.py).
 """
 
+import dataclasses
 import functools
 import json
 import os
 import pathlib
 import time
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from absl import flags
 from absl import logging
@@ -52,16 +53,15 @@ import numpy as np
 import orbax.checkpoint as ocp
 import tqdm
 
+from rembert_t5x.common import cli
+from rembert_t5x.common import errors
+from rembert_t5x.common import io_utils
 from rembert_t5x import configs
-from rembert_t5x import errors
-from rembert_t5x import models
-from rembert_t5x.convert import checkpoint_io
 from rembert_t5x.data import inputs
 from rembert_t5x.data import vocabulary as vocab_lib
+from rembert_t5x import models
 from rembert_t5x.runner import checkpoints
-from rembert_t5x.runner import cli
 from rembert_t5x.runner import input_checkpoints
-from rembert_t5x.runner import io_utils
 from rembert_t5x.runner import train_lib
 
 
@@ -116,19 +116,11 @@ class MetricsLog:
     self.writer.close()
 
 
-def _shapes(tree) -> dict[str, tuple[int, ...]]:
-  """{"a/b/c": shape} for a params tree (arrays or ArrayMetadata)."""
-  out = {}
-  for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
-    name = "/".join(str(getattr(k, "key", getattr(k, "idx", k))) for k in path)
-    out[name] = tuple(leaf.shape)
-  return out
-
-
 def _check_checkpoint_matches(step_dir: pathlib.Path, params):
   """Compares parameter shapes before restoring, naming the first mismatch."""
-  saved = _shapes(checkpoints.tree_metadata(str(step_dir))["params"])
-  expected = _shapes(params)
+  saved = checkpoints.param_shapes(
+      checkpoints.tree_metadata(str(step_dir))["params"])
+  expected = checkpoints.param_shapes(params)
   for name in sorted(set(saved) | set(expected)):
     if name not in saved:
       raise errors.UserError(f"checkpoint {step_dir} has no parameter {name}: "
@@ -142,12 +134,26 @@ def _check_checkpoint_matches(step_dir: pathlib.Path, params):
           f"this model expects {expected[name]} (another architecture?)")
 
 
-def _input_iterator(make_dataset, out_dir: pathlib.Path, start: int,
-                    restore: bool) -> inputs.InputIterator:
-  """The training batches from step `start` on: the saved iterator state of
-  that step restored, else the pipeline skipping the `start` consumed
-  batches."""
-  if start and restore:
+def _input_iterator(model, config: "TrainConfig", out_dir: pathlib.Path,
+                    start: int) -> inputs.InputIterator:
+  """The training batches from step `start` on.
+
+  Args:
+    model: the model whose feature converter builds the batches.
+    config: the run's settings (task, lengths, batch size, data seed, pack,
+      `checkpoint_input_iterator`).
+    out_dir: MODEL_DIR, holding the saved iterator states.
+    start: the number of batches already consumed.
+
+  Returns:
+    With `checkpoint_input_iterator` and a saved state of step `start`, the
+    restored iterator; else a fresh pipeline skipping `start` batches.
+  """
+  make_dataset = functools.partial(
+      inputs.make_dataset, model, config.mixture_or_task_name,
+      config.task_feature_lengths, config.batch_size, "train",
+      config.data_seed, config.pack)
+  if start and config.checkpoint_input_iterator:
     data = input_checkpoints.restore(make_dataset, out_dir, start)
     if data is not None:
       return data
@@ -155,6 +161,360 @@ def _input_iterator(make_dataset, out_dir: pathlib.Path, start: int,
     logging.info("train.checkpoint_input_iterator=False: skipping the %d "
                  "batches consumed before the resumed step", start)
   return make_dataset(skip_batches=start)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  """The settings of one local training run: `train`'s arguments but `model`.
+
+  Attributes:
+    model_dir: output directory (created; must be writable). The run files
+      bind it as T5X's do: `train.train.model_dir = %MODEL_DIR`.
+    mixture_or_task_name: registered SeqIO task or mixture.
+    mixture_or_task_module: a module to import first, which registers it
+      (e.g. 'rembert_tasks').
+    task_feature_lengths: e.g. {"input_tokens": 128}.
+    train_steps: total optimizer steps.
+    batch_size: examples per step (split into `grad_accum_steps` micro
+      batches).
+    learning_rate, warmup_steps, weight_decay, clip_norm, adam_b1, adam_b2,
+      adam_eps: AdamW with linear warm-up and linear decay (paper Table 14).
+    grad_accum_steps: gradient accumulation.
+    pack: pack examples (MLM pre-training).
+    mesh_shape: (data, model) mesh over local devices; -1 takes the rest.
+    checkpoint_period: save every this many steps (and at the end).
+    keep_checkpoints: keep the last this many.
+    log_period: log metrics every this many steps (and at the end).
+    seed: init and dropout seed.
+    data_seed: shuffling/masking seed of the input pipeline.
+    init_checkpoint: a pre-training MODEL_DIR; its encoder initialises the
+      model (the MLM head and pre-training-only layers are dropped).
+    nonfinite: what to do when the loss or gradient is NaN/inf: "stop"
+      (raise, keeping the last good checkpoint) or "skip" (skip the update).
+    checkpoint_input_iterator: save the input iterator's state with each
+      checkpoint and restore it on resume, so the consumed batches are not
+      read again (T5X's `save_dataset` and `restore_dataset` in one). The
+      state holds the shuffle buffers: 9.3 MB for the 4-language demo at 64
+      tokens (README, "Resume does not read the data again"). False, or a
+      step without a state, resumes by skipping the consumed batches: the
+      same batches, read again.
+    progress_bar: show a tqdm bar.
+  """
+  model_dir: Optional[str]
+  mixture_or_task_name: str
+  mixture_or_task_module: Optional[str]
+  task_feature_lengths: Mapping[str, int]
+  train_steps: int
+  batch_size: int
+  learning_rate: float
+  warmup_steps: int
+  weight_decay: float
+  clip_norm: Optional[float]
+  adam_b1: float
+  adam_b2: float
+  adam_eps: float
+  grad_accum_steps: int
+  pack: bool
+  mesh_shape: Sequence[int]
+  checkpoint_period: int
+  keep_checkpoints: int
+  log_period: int
+  seed: int
+  data_seed: int
+  init_checkpoint: Optional[str]
+  nonfinite: str
+  checkpoint_input_iterator: bool
+  progress_bar: bool
+
+  @property
+  def micro_batch_size(self) -> int:
+    """Examples per micro batch (`batch_size / grad_accum_steps`)."""
+    return self.batch_size // self.grad_accum_steps
+
+  def logs_at(self, step: int) -> bool:
+    """Whether the metrics of step `step` (1-based) are logged."""
+    return step % self.log_period == 0 or step == self.train_steps
+
+  def saves_at(self, step: int) -> bool:
+    """Whether step `step` (1-based) is checkpointed."""
+    return step % self.checkpoint_period == 0 or step == self.train_steps
+
+
+def _validate(config: TrainConfig) -> None:
+  """Checks the settings that need neither devices nor files.
+
+  Raises:
+    errors.UserError: `nonfinite` is neither "stop" nor "skip", or
+      `batch_size` is not divisible by `grad_accum_steps`.
+  """
+  if config.nonfinite not in ("stop", "skip"):
+    raise errors.UserError("train.nonfinite must be 'stop' or 'skip', got "
+                           f"{config.nonfinite!r}")
+  if config.batch_size % config.grad_accum_steps:
+    raise errors.UserError(
+        f"batch_size {config.batch_size} is not divisible by "
+        f"grad_accum_steps {config.grad_accum_steps}")
+
+
+def _prepare_model_dir(model, config: TrainConfig) -> pathlib.Path:
+  """Creates MODEL_DIR and settles the run's task and vocabulary.
+
+  Imports `mixture_or_task_module` and looks the task up (a typo fails
+  before anything is compiled), makes the vocabulary of the checkpoint the
+  run starts from (or resumes) the default of the tasks' lazy vocabularies,
+  before they are first read, checks it against the model's embedding and
+  copies it into MODEL_DIR.
+
+  Args:
+    model: the model to train.
+    config: the run's settings.
+
+  Returns:
+    MODEL_DIR.
+
+  Raises:
+    errors.UserError: MODEL_DIR is unset or not writable, the task module
+      or task is unknown, or the task vocabulary is larger than the model's.
+  """
+  out_dir = check_model_dir(config.model_dir)
+  inputs.import_task_module(config.mixture_or_task_module)
+  inputs.get_task_or_mixture(config.mixture_or_task_name)
+  vocab_lib.use_checkpoint_vocabulary(config.init_checkpoint, str(out_dir))
+  inputs.check_task_vocabulary(model, config.mixture_or_task_name)
+  inputs.save_task_vocabulary(out_dir, config.mixture_or_task_name)
+  return out_dir
+
+
+def _make_mesh(config: TrainConfig) -> jax.sharding.Mesh:
+  """The ("data", "model") mesh of `config.mesh_shape` over local devices.
+
+  Raises:
+    errors.UserError: the shape does not fit the devices, or the micro
+      batch is not divisible by the data axis.
+  """
+  try:
+    mesh = train_lib.make_mesh(config.mesh_shape)
+  except ValueError as e:
+    raise errors.UserError(f"train.{e}") from e
+  if config.micro_batch_size % mesh.shape["data"]:
+    raise errors.UserError(
+        f"micro batch {config.micro_batch_size} is not divisible by the "
+        f"data axis {mesh.shape['data']}")
+  return mesh
+
+
+def _init_state(model, config: TrainConfig, tx, mesh: jax.sharding.Mesh,
+                rules) -> tuple[train_lib.TrainState, Any]:
+  """The initial train state, sharded over `mesh`.
+
+  Args:
+    model: the model to train.
+    config: the run's settings (`seed`, `init_checkpoint`, lengths, micro
+      batch size).
+    tx: the optimizer.
+    mesh: the device mesh.
+    rules: the logical axis rules.
+
+  Returns:
+    (state, shardings): a `train_lib.TrainState` at step 0, initialised
+    from `seed` with the encoder of `init_checkpoint` (if set) replacing
+    the fresh one, and the state's shardings.
+
+  Raises:
+    errors.UserError: `init_checkpoint` does not fit the model.
+  """
+  init_fn = None
+  if config.init_checkpoint:
+    pretrained = checkpoints.load_params(config.init_checkpoint)
+
+    def init_fn(fresh):
+      try:
+        return models.finetuning_params_from_pretraining(
+            pretrained, fresh, model.config.num_layers)
+      except ValueError as e:
+        raise errors.UserError(
+            f"init checkpoint {config.init_checkpoint}: {e}") from e
+
+  length = config.task_feature_lengths["input_tokens"]
+  input_shapes = {k: (config.micro_batch_size, length) for k in
+                  ("input_tokens", "token_types", "segment_ids", "positions")}
+  return train_lib.init_train_state(
+      model, tx, jax.random.PRNGKey(config.seed), input_shapes, mesh, rules,
+      init_params_fn=init_fn)
+
+
+def _restore_latest(mngr: ocp.CheckpointManager, out_dir: pathlib.Path,
+                    state: train_lib.TrainState, shardings
+                    ) -> tuple[train_lib.TrainState, int]:
+  """The latest checkpoint of MODEL_DIR, if any.
+
+  Args:
+    mngr: the checkpoint manager of `out_dir / "checkpoints"`.
+    out_dir: MODEL_DIR.
+    state: the initial train state (its structure, dtypes and shapes).
+    shardings: the state's shardings.
+
+  Returns:
+    (state, step): the restored state and its step, or `state` and 0 when
+    MODEL_DIR has no checkpoint.
+
+  Raises:
+    errors.UserError: the checkpoint's parameter names or shapes differ
+      from the model's (checked before any tensor is read).
+  """
+  latest = mngr.latest_step()
+  if latest is None:
+    return state, 0
+  _check_checkpoint_matches(out_dir / "checkpoints" / str(latest),
+                            state.params)
+  abstract = jax.tree_util.tree_map(
+      lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
+      state, shardings)
+  state = mngr.restore(latest, args=ocp.args.StandardRestore(abstract))
+  start = int(state.step)
+  logging.info("Resumed from %s at step %d", out_dir / "checkpoints", start)
+  return state, start
+
+
+def _write_run_files(out_dir: pathlib.Path, model) -> None:
+  """Writes config.gin (atomically) and rembert_config.json into MODEL_DIR.
+
+  The checkpoint converters read rembert_config.json: the parameter shapes
+  alone do not give the config (attention kernels join heads x head_dim).
+  """
+  io_utils.atomic_write_text(out_dir / "config.gin", gin.operative_config_str())
+  configs.write_checkpoint_config(out_dir, model.config)
+
+
+def _check_finite(config: TrainConfig, step: int, metrics,
+                  mngr: ocp.CheckpointManager, out_dir: pathlib.Path) -> None:
+  """Reads step `step`'s finite flag on the host (waiting for that step).
+
+  Args:
+    config: the run's settings (`nonfinite`).
+    step: the step (1-based) that produced `metrics`.
+    metrics: that step's metrics (device arrays, with "finite").
+    mngr: the checkpoint manager, for the last good checkpoint's name.
+    out_dir: MODEL_DIR.
+
+  Raises:
+    errors.UserError: with nonfinite="stop", the step's loss or gradient is
+      NaN/inf; the message names the step and the last good checkpoint
+      (the state after this step is never saved, so a restart resumes from
+      it). With "skip" the step's update was skipped: a warning is logged.
+  """
+  if bool(metrics["finite"]):
+    return
+  if config.nonfinite == "skip":
+    logging.warning("step %d: non-finite loss/gradient, update skipped", step)
+    return
+  good = mngr.latest_step()
+  lengths = ", ".join(f"{k} {v}" for k, v in
+                      sorted(config.task_feature_lengths.items()))
+  raise errors.UserError(
+      f"non-finite loss or gradient at step {step} (loss="
+      f"{float(metrics['loss'])}, grad_norm={float(metrics['grad_norm'])}; "
+      f"batch {config.batch_size} x {lengths}, learning rate "
+      f"{config.learning_rate}); stopped, the last good checkpoint is "
+      + (f"{out_dir / 'checkpoints' / str(good)}" if good is not None
+         else "none (no step saved yet)")
+      + ". Likely causes: a learning rate too high for the batch, no "
+      "clipping (train.train.clip_norm), bad input ids; a bad batch now and "
+      "then can be skipped with --gin.train.train.nonfinite=\"'skip'\"")
+
+
+def _save_checkpoint(mngr: ocp.CheckpointManager, data: inputs.InputIterator,
+                     out_dir: pathlib.Path, step: int, state,
+                     save_iterator: bool) -> bool:
+  """Checkpoints `state` as step `step`.
+
+  The input iterator's state is written first (when `save_iterator`), so a
+  step that orbax has committed has it; iterator states whose checkpoint
+  is gone are then pruned.
+
+  Returns:
+    Whether to go on saving the iterator's state (False after a failed
+    save, `input_checkpoints.save`).
+  """
+  if save_iterator:
+    save_iterator = input_checkpoints.save(data, out_dir, step)
+  mngr.save(step, args=ocp.args.StandardSave(state), force=True)
+  input_checkpoints.prune(out_dir, mngr.all_steps())
+  return save_iterator
+
+
+def _train_loop(model, config: TrainConfig, *, step_fn, state, start: int,
+                data: inputs.InputIterator, mngr: ocp.CheckpointManager,
+                out_dir: pathlib.Path) -> dict[str, float]:
+  """Runs steps `start + 1` .. `train_steps`, logging and checkpointing.
+
+  Args:
+    model: the model (for the host-side batch checks).
+    config: the run's settings.
+    step_fn: `(state, batch, rng) -> (state, metrics)`, the jitted step.
+    state: the train state after `start` steps.
+    start: the number of steps already done.
+    data: the batches from step `start` on; closed on return.
+    mngr: the checkpoint manager; waited for on return.
+    out_dir: MODEL_DIR (metrics.jsonl, TensorBoard events, iterator states).
+
+  Returns:
+    The last logged metrics (empty when no step ran).
+
+  Raises:
+    errors.UserError: a batch cannot be read or fails its checks, or (with
+      nonfinite="stop") a step's loss or gradient is NaN/inf
+      (`_check_finite`).
+  """
+  log = MetricsLog(out_dir, start)
+  meter = train_lib.ThroughputMeter()
+  last: dict[str, float] = {}
+  bar = tqdm.tqdm(total=config.train_steps, initial=start, unit="step",
+                  disable=not config.progress_bar, dynamic_ncols=True)
+  dropout_rng = jax.random.fold_in(jax.random.PRNGKey(config.seed), 1)
+  save_iterator = config.checkpoint_input_iterator  # off after a failed save
+  # Step N's finite flag (computed on device by the step program) is read on
+  # the host once step N + 1 has been dispatched: the host waits for step N
+  # while N + 1 is queued behind it, so the device does not idle while the
+  # host reads and checks the next batch and dispatches it, as it would if
+  # the flag were read before dispatching N + 1. The error still names step
+  # N, and nothing from step N on is logged or saved (a step that logs or
+  # saves reads its own flag first); the step N + 1 that "stop" has already
+  # dispatched is dropped unsaved.
+  pending = None  # (step, metrics) whose finite flag is not read yet
+  try:
+    for step in range(start, config.train_steps):
+      tick = time.perf_counter()
+      batch = inputs.next_batch(data, config.mixture_or_task_name, step)
+      inputs.check_batch(model, batch, config.mixture_or_task_name, step)
+      state, metrics = step_fn(state, batch, dropout_rng)
+      done = step + 1
+      if pending is not None:
+        _check_finite(config, *pending, mngr, out_dir)
+        pending = None
+      if config.logs_at(done) or config.saves_at(done):
+        _check_finite(config, done, metrics, mngr, out_dir)
+      else:
+        pending = (done, metrics)
+      meter.add(float(np.sum(batch["segment_ids"] > 0)),
+                time.perf_counter() - tick)
+      if config.logs_at(done):
+        last = {k: float(v) for k, v in jax.device_get(metrics).items()}
+        last["tokens_per_s"] = meter.rate()
+        log.write(done, last)
+        bar.set_postfix(loss=f"{last['loss']:.3f}",
+                        tok_s=f"{meter.rate():.0f}")
+        meter.reset()
+      if config.saves_at(done):
+        save_iterator = _save_checkpoint(mngr, data, out_dir, done, state,
+                                         save_iterator)
+      bar.update(1)
+  finally:
+    bar.close()
+    data.close()
+    mngr.wait_until_finished()
+    log.close()
+  return last
 
 
 @gin.configurable
@@ -187,181 +547,69 @@ def train(
     checkpoint_input_iterator: bool = True,
     progress_bar: bool = True,
 ) -> dict[str, float]:
-  """Trains `model` on a SeqIO task; returns the last logged metrics.
+  """Trains `model` on a SeqIO task (gin: `train.train.<argument>`).
 
   Args:
-    model_dir: output directory (created; must be writable). The run files
-      bind it as T5X's do: `train.train.model_dir = %MODEL_DIR`.
+    model_dir: and every argument but `model`: the `TrainConfig` field of
+      the same name.
     model: a `models.RemBert*Model`.
-    mixture_or_task_name: registered SeqIO task or mixture.
-    mixture_or_task_module: a module to import first, which registers it
-      (e.g. 'rembert_tasks').
-    task_feature_lengths: e.g. {"input_tokens": 128}.
-    train_steps: total optimizer steps.
-    batch_size: examples per step (split into `grad_accum_steps` micro
-      batches).
-    learning_rate, warmup_steps, weight_decay, clip_norm, adam_*: AdamW with
-      linear warm-up and linear decay (paper Table 14).
-    grad_accum_steps: gradient accumulation.
-    pack: pack examples (MLM pre-training).
-    mesh_shape: (data, model) mesh over local devices; -1 takes the rest.
-    checkpoint_period: save every this many steps (and at the end).
-    keep_checkpoints: keep the last this many.
-    log_period: log metrics every this many steps.
-    seed: init and dropout seed.
-    data_seed: shuffling/masking seed of the input pipeline.
-    init_checkpoint: a pre-training MODEL_DIR; its encoder initialises the
-      model (the MLM head and pre-training-only layers are dropped).
-    nonfinite: what to do when the loss or gradient is NaN/inf: "stop"
-      (raise, keeping the last good checkpoint) or "skip" (skip the update).
-    checkpoint_input_iterator: save the input iterator's state with each
-      checkpoint and restore it on resume, so the consumed batches are not
-      read again (T5X's `save_dataset` and `restore_dataset` in one). The
-      state holds the shuffle buffers: 9.3 MB for the 4-language demo at 64
-      tokens (README, "Resume does not read the data again"). False, or a
-      step without a state, resumes by skipping the consumed batches: the
-      same batches, read again.
+
+  Returns:
+    The last logged metrics: step, loss, learning_rate, grad_norm,
+    tokens_per_s, the model's metrics.
+
+  Raises:
+    errors.UserError: a setting, MODEL_DIR, the task, its vocabulary or
+      data, a checkpoint of MODEL_DIR or `init_checkpoint` is unusable, or
+      (with nonfinite="stop") a step's loss or gradient is NaN/inf.
+  """
+  config = TrainConfig(
+      model_dir=model_dir, mixture_or_task_name=mixture_or_task_name,
+      mixture_or_task_module=mixture_or_task_module,
+      task_feature_lengths=task_feature_lengths, train_steps=train_steps,
+      batch_size=batch_size, learning_rate=learning_rate,
+      warmup_steps=warmup_steps, weight_decay=weight_decay,
+      clip_norm=clip_norm, adam_b1=adam_b1, adam_b2=adam_b2,
+      adam_eps=adam_eps, grad_accum_steps=grad_accum_steps, pack=pack,
+      mesh_shape=mesh_shape, checkpoint_period=checkpoint_period,
+      keep_checkpoints=keep_checkpoints, log_period=log_period, seed=seed,
+      data_seed=data_seed, init_checkpoint=init_checkpoint,
+      nonfinite=nonfinite,
+      checkpoint_input_iterator=checkpoint_input_iterator,
+      progress_bar=progress_bar)
+  return _run(model, config)
+
+
+def _run(model, config: TrainConfig) -> dict[str, float]:
+  """Trains `model` with `config`: validates, prepares MODEL_DIR, builds or
+  restores the state, then runs the loop.
 
   Returns:
     The last logged metrics.
+
+  Raises:
+    errors.UserError: as `train`.
   """
-  if nonfinite not in ("stop", "skip"):
-    raise errors.UserError(f"train.nonfinite must be 'stop' or 'skip', got {nonfinite!r}")
-  if batch_size % grad_accum_steps:
-    raise errors.UserError(f"batch_size {batch_size} is not divisible by "
-                        f"grad_accum_steps {grad_accum_steps}")
-  out_dir = check_model_dir(model_dir)
-  inputs.import_task_module(mixture_or_task_module)
-  inputs.get_task_or_mixture(mixture_or_task_name)  # fail early on a typo
-  # The vocabulary of the checkpoint the run starts from (or resumes), before
-  # the tasks' lazy vocabularies are first read.
-  vocab_lib.use_checkpoint_vocabulary(init_checkpoint, str(out_dir))
-  inputs.check_task_vocabulary(model, mixture_or_task_name)
-  inputs.save_task_vocabulary(out_dir, mixture_or_task_name)
+  _validate(config)
+  out_dir = _prepare_model_dir(model, config)
+  mesh = _make_mesh(config)
   rules = train_lib.default_rules()
-  try:
-    mesh = train_lib.make_mesh(mesh_shape)
-  except ValueError as e:
-    raise errors.UserError(f"train.{e}") from e
-  if batch_size // grad_accum_steps % mesh.shape["data"]:
-    raise errors.UserError(f"micro batch {batch_size // grad_accum_steps} is not "
-                        f"divisible by the data axis {mesh.shape['data']}")
-  length = task_feature_lengths["input_tokens"]
-  input_shapes = {k: (batch_size // grad_accum_steps, length) for k in
-                  ("input_tokens", "token_types", "segment_ids", "positions")}
   tx, schedule = train_lib.make_optimizer(
-      learning_rate, train_steps, warmup_steps, weight_decay, clip_norm,
-      adam_b1, adam_b2, adam_eps)
-
-  init_fn = None
-  if init_checkpoint:
-    pretrained = checkpoints.load_params(init_checkpoint)
-
-    def init_fn(fresh):
-      try:
-        return models.finetuning_params_from_pretraining(
-            pretrained, fresh, model.config.num_layers)
-      except ValueError as e:
-        raise errors.UserError(f"init checkpoint {init_checkpoint}: {e}") from e
-
-  rng = jax.random.PRNGKey(seed)
-  state, shardings = train_lib.init_train_state(
-      model, tx, rng, input_shapes, mesh, rules, init_params_fn=init_fn)
-
-  mngr = checkpoints.writer(out_dir / "checkpoints", checkpoint_period,
-                            keep_checkpoints)
-  start = 0
-  latest = mngr.latest_step()
-  if latest is not None:
-    _check_checkpoint_matches(out_dir / "checkpoints" / str(latest),
-                              state.params)
-    abstract = jax.tree_util.tree_map(
-        lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
-        state, shardings)
-    state = mngr.restore(latest, args=ocp.args.StandardRestore(abstract))
-    start = int(state.step)
-    logging.info("Resumed from %s at step %d", out_dir / "checkpoints", start)
-  io_utils.atomic_write_text(out_dir / "config.gin", gin.operative_config_str())
-  # For the checkpoint converters: the parameter shapes alone do not give the
-  # config (attention kernels join heads x head_dim).
-  checkpoint_io.write_config(out_dir, model.config)
-
+      config.learning_rate, config.train_steps, config.warmup_steps,
+      config.weight_decay, config.clip_norm, config.adam_b1, config.adam_b2,
+      config.adam_eps)
+  state, shardings = _init_state(model, config, tx, mesh, rules)
+  mngr = checkpoints.writer(out_dir / "checkpoints", config.checkpoint_period,
+                            config.keep_checkpoints)
+  state, start = _restore_latest(mngr, out_dir, state, shardings)
+  _write_run_files(out_dir, model)
   step_fn = train_lib.train_step_program(
-      model, tx, schedule, shardings, mesh, rules, grad_accum_steps,
-      skip_nonfinite=nonfinite == "skip")
-  data = _input_iterator(
-      functools.partial(inputs.make_dataset, model, mixture_or_task_name,
-                        task_feature_lengths, batch_size, "train", data_seed,
-                        pack),
-      out_dir, start, checkpoint_input_iterator)
+      model, tx, schedule, shardings, mesh, rules, config.grad_accum_steps,
+      skip_nonfinite=config.nonfinite == "skip")
+  data = _input_iterator(model, config, out_dir, start)
   input_checkpoints.prune(out_dir, mngr.all_steps())
-  save_iterator = checkpoint_input_iterator  # off after a failed save
-  log = MetricsLog(out_dir, start)
-  meter = train_lib.ThroughputMeter()
-  last: dict[str, float] = {}
-  bar = tqdm.tqdm(total=train_steps, initial=start, unit="step",
-                  disable=not progress_bar, dynamic_ncols=True)
-  dropout_rng = jax.random.fold_in(rng, 1)
-
-  def check_finite(done, metrics):
-    """Stops (or warns, with skip) on a non-finite step; syncs with it."""
-    if bool(metrics["finite"]):
-      return
-    if nonfinite == "stop":
-      # The new state is never saved: the last checkpoint stays the
-      # newest, and a restart resumes from it.
-      good = mngr.latest_step()
-      raise errors.UserError(
-          f"non-finite loss or gradient at step {done} (loss="
-          f"{float(metrics['loss'])}, grad_norm="
-          f"{float(metrics['grad_norm'])}); stopped, the last good "
-          f"checkpoint is "
-          + (f"{out_dir / 'checkpoints' / str(good)}" if good is not None
-             else "none (no step saved yet)")
-          + " (train.nonfinite='skip' skips such updates)")
-    logging.warning("step %d: non-finite loss/gradient, update skipped", done)
-
-  # The finite flag of a step is read on the host only after the next step
-  # has been dispatched (or before anything is logged or saved), so the
-  # host never waits for the device between steps.
-  unchecked = None
-  try:
-    for step in range(start, train_steps):
-      tick = time.perf_counter()
-      batch = inputs.next_batch(data, mixture_or_task_name, step)
-      inputs.check_batch(model, batch, mixture_or_task_name, step)
-      state, metrics = step_fn(state, batch, dropout_rng)
-      done = step + 1
-      if unchecked is not None:
-        check_finite(*unchecked)
-      unchecked = (done, metrics)
-      if (done % log_period == 0 or done % checkpoint_period == 0
-          or done == train_steps):
-        check_finite(*unchecked)
-        unchecked = None
-      tokens = float(np.sum(batch["segment_ids"] > 0))
-      meter.add(tokens, time.perf_counter() - tick)
-      if done % log_period == 0 or done == train_steps:
-        scalars = {k: float(v) for k, v in jax.device_get(metrics).items()}
-        scalars["tokens_per_s"] = meter.rate()
-        log.write(done, scalars)
-        last = scalars
-        bar.set_postfix(loss=f"{scalars['loss']:.3f}",
-                        tok_s=f"{meter.rate():.0f}")
-        meter.reset()
-      if done % checkpoint_period == 0 or done == train_steps:
-        # The iterator first: a step orbax has committed then has its state.
-        if save_iterator:
-          save_iterator = input_checkpoints.save(data, out_dir, done)
-        mngr.save(done, args=ocp.args.StandardSave(state), force=True)
-        input_checkpoints.prune(out_dir, mngr.all_steps())
-      bar.update(1)
-  finally:
-    bar.close()
-    data.close()
-    mngr.wait_until_finished()
-    log.close()
-  return last
+  return _train_loop(model, config, step_fn=step_fn, state=state,
+                     start=start, data=data, mngr=mngr, out_dir=out_dir)
 
 
 def main(fv: flags.FlagValues) -> None:
@@ -372,9 +620,14 @@ def main(fv: flags.FlagValues) -> None:
   print(json.dumps(train()))
 
 
+def run(argv=None) -> None:
+  """The `rembert-train` command: parses `argv` (default: sys.argv) and runs."""
+  cli.run_main(main, argv, doc=__doc__)
+
+
 if __name__ == "__main__":
   # Run the copy imported under its package name, so gin bindings such as
   # `train.train.x` (module `rembert_t5x.runner.train`) apply; `python -m` would
   # otherwise register the configurables under `__main__`.
   from rembert_t5x.runner import train as _module  # pylint: disable=g-import-not-at-top
-  cli.run_main(_module.main, doc=__doc__)
+  _module.run()

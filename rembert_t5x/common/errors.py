@@ -1,7 +1,7 @@
 """The one error type for mistakes in the user's input.
 
 Every entry point reports a `UserError` as one `error: ...` line on stderr
-and exit code 2, with no traceback (`runner.cli.user_errors`). It lives in
+and exit code 2, with no traceback (`common.cli.user_errors`). It lives in
 its own module so that library code (I/O helpers, checkpoint readers, the
 T5X plugin core) can raise it without depending on the command line.
 """

@@ -11,14 +11,16 @@ A full disk (ENOSPC), a read-only filesystem (EROFS) or a permission error
 left as it was.
 """
 
+import contextlib
 import errno
 import json
 import os
 import pathlib
+import shutil
 import tempfile
-from typing import Any, Union
+from typing import Any, Iterator, Union
 
-from rembert_t5x import errors
+from rembert_t5x.common import errors
 
 PathLike = Union[str, os.PathLike]
 
@@ -126,4 +128,56 @@ def append_line(path: PathLike, line: str) -> None:
   except OSError as e:
     if e.errno in _USER_ERRNOS:
       raise _user_error(path, e) from e
+    raise
+
+
+def read_json(path: pathlib.Path) -> Any:
+  """The JSON value in `path`.
+
+  Raises:
+    errors.UserError: the file cannot be read or is not JSON (naming it).
+  """
+  try:
+    return json.loads(pathlib.Path(path).read_text())
+  except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    raise errors.UserError(f"{path}: cannot read JSON: {e}") from e
+
+
+@contextlib.contextmanager
+def atomic_output_dir(path: str, overwrite: bool = False
+                      ) -> Iterator[pathlib.Path]:
+  """Yields a temporary sibling of `path`; renames it to `path` on success.
+
+  Raises:
+    errors.UserError: `path` exists and is not an empty directory (unless
+      `overwrite`), or its parent is not writable.
+  """
+  out = pathlib.Path(path).absolute()
+  if out.exists() and not out.is_dir():
+    raise errors.UserError(f"output {out} exists and is not a directory")
+  if out.is_dir() and any(out.iterdir()) and not overwrite:
+    raise errors.UserError(f"output directory {out} exists and is not empty "
+                    "(pass --overwrite to replace it)")
+  try:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f"{out.name}.tmp-",
+                                        dir=out.parent))
+  except OSError as e:
+    raise errors.UserError(f"cannot create output directory {out}: "
+                    f"{e.strerror or e}") from e
+  umask = os.umask(0)
+  os.umask(umask)
+  os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700
+  try:
+    yield tmp
+    if out.exists():
+      old = pathlib.Path(tempfile.mkdtemp(prefix=f"{out.name}.old-",
+                                          dir=out.parent))
+      os.replace(out, old / "replaced")
+      os.replace(tmp, out)
+      shutil.rmtree(old, ignore_errors=True)
+    else:
+      os.replace(tmp, out)
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
     raise

@@ -27,10 +27,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, TypeVar
 
 from absl import flags
 
-from rembert_t5x import errors
-
-# Re-exported: callers wrote `cli.UserError` before errors.py existed.
-UserError = errors.UserError
+from rembert_t5x.common import errors
 
 Define = Callable[[flags.FlagValues], None]
 T = TypeVar("T")
@@ -67,7 +64,7 @@ def _rewrite_gin_args(argv: Sequence[str]) -> list[str]:
         key, value = arg[len("--gin."):], args[i + 1]
         i += 1
       else:
-        raise UserError(f"{arg}: expected --gin.KEY=VALUE")
+        raise errors.UserError(f"{arg}: expected --gin.KEY=VALUE")
       arg = f"--gin_bindings={key} = {value}"
     out.append(arg)
     i += 1
@@ -109,7 +106,7 @@ def parse_flags(argv: Sequence[str], define: Define = define_gin_flags, *,
   try:
     rest = fv(["prog", *_rewrite_gin_args(argv)])
   except flags.UnrecognizedFlagError as e:
-    raise UserError(f"unknown flag {e.flagvalue or '--' + e.flagname}"
+    raise errors.UserError(f"unknown flag {e.flagvalue or '--' + e.flagname}"
                     f"{_suggestion(str(e))} (see --help)") from e
   except flags.IllegalFlagValueError as e:
     # absl's required-flag validator: "flag --x=None: Flag --x must have a
@@ -117,12 +114,12 @@ def parse_flags(argv: Sequence[str], define: Define = define_gin_flags, *,
     missing = re.search(r"Flag --(\w+) must have a value other than None",
                         str(e))
     if missing:
-      raise UserError(f"no --{missing.group(1)} given (see --help)") from e
-    raise UserError(errors.first_line(e)) from e
+      raise errors.UserError(f"no --{missing.group(1)} given (see --help)") from e
+    raise errors.UserError(errors.first_line(e)) from e
   except flags.Error as e:
-    raise UserError(errors.first_line(e)) from e
+    raise errors.UserError(errors.first_line(e)) from e
   if rest[1:]:
-    raise UserError(f"unexpected arguments: {' '.join(rest[1:])} (flags are "
+    raise errors.UserError(f"unexpected arguments: {' '.join(rest[1:])} (flags are "
                     "--name=value; see --help)")
   return fv
 
@@ -194,9 +191,9 @@ def run_command(commands: Mapping[str, tuple[str, Define,
     sys.exit(0)
   with user_errors(*also):
     if not argv:
-      raise UserError(f"no command given: expected one of {', '.join(commands)}")
+      raise errors.UserError(f"no command given: expected one of {', '.join(commands)}")
     if argv[0] not in commands:
-      raise UserError(f"unknown command {argv[0]!r}: expected one of "
+      raise errors.UserError(f"unknown command {argv[0]!r}: expected one of "
                       f"{', '.join(commands)}")
     text, define, main = commands[argv[0]]
     return main(parse_flags(argv[1:], define, doc=f"{argv[0]}: {text}"))

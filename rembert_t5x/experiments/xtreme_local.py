@@ -24,7 +24,12 @@ import dataclasses
 import os
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from rembert_t5x import errors
+from rembert_t5x.common import errors
+from rembert_tasks import panx
+from rembert_tasks import pawsx
+from rembert_tasks import qa
+from rembert_tasks import udpos
+from rembert_tasks import xnli
 
 TFDS_PREFIX = "rembert_"
 LOCAL_PREFIX = "rembert_local_"
@@ -57,12 +62,6 @@ def local_spec(spec, prefix: str = LOCAL_PREFIX):
 # --------------------------------------------------------------------------
 
 def _modules():
-  # Imported here: the task modules import seqio/TF and register TFDS tasks.
-  from rembert_tasks import panx  # pylint: disable=g-import-not-at-top
-  from rembert_tasks import pawsx  # pylint: disable=g-import-not-at-top
-  from rembert_tasks import qa  # pylint: disable=g-import-not-at-top
-  from rembert_tasks import udpos  # pylint: disable=g-import-not-at-top
-  from rembert_tasks import xnli  # pylint: disable=g-import-not-at-top
   return {"xnli": xnli, "pawsx": pawsx, "panx": panx, "udpos": udpos,
           "qa": qa}
 

@@ -1,0 +1,1 @@
+"""What every layer shares: user errors, the command-line helpers, atomic file I/O, checkpoint configs."""
