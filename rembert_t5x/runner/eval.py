@@ -348,6 +348,7 @@ def evaluate(checkpoint_dir: Optional[str] = None,
   # The checkpoint's own vocabulary (its MODEL_DIR's sentencepiece.model)
   # unless $REMBERT_SPM_PATH is set; before any task is tokenised.
   vocab_lib.use_checkpoint_vocabulary(checkpoint_dir)
+  inputs.check_task_vocabulary(model, mixture_or_task_name)
   selection = None
   checkpoint = checkpoint_dir
   if selection_task:
