@@ -19,6 +19,7 @@ About 30 s on an idle 2-core machine (mostly importing TensorFlow twice).
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -179,3 +180,12 @@ def test_regular_install_imports_and_ships_every_gin_file(venv):
   for name in GIN_FILES:
     assert (root / name).read_bytes() == (REPO / name).read_bytes(), name
   assert _unresolved_includes(root) == []
+  # The user tools are on PATH and find the shipped gin files from anywhere.
+  scripts = re.findall(r"^(rembert-[\w-]+) = ",
+                       (REPO / "pyproject.toml").read_text(), re.M)
+  assert "rembert-convert" in scripts and "rembert-train" in scripts
+  bin_dir = venv.python.parent
+  assert [s for s in scripts if not (bin_dir / s).is_file()] == []
+  out = _run([bin_dir / "rembert-count-params",
+              "--gin_file=gin_configs/models/tiny.gin"], cwd=venv.outside)
+  assert json.loads(out.strip().splitlines()[-1])["pretraining_params"] > 0
