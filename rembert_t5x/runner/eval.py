@@ -110,12 +110,17 @@ def make_evaluator(model, mixture_or_task_name: str, split: str,
   reuses it for every model with the same feature converter class (the
   demo's seeds and variants), which saves re-tracing the input pipeline.
   """
+  tick = time.monotonic()
+  print(f"[eval] reading and tokenising {mixture_or_task_name} ({split})",
+        file=sys.stderr, flush=True)
   evaluator = seqio.Evaluator(
       mixture_or_task_name=mixture_or_task_name,
       feature_converter=model.FEATURE_CONVERTER_CLS(pack=False),
       eval_split=split, use_cached=False,
       sequence_length=dict(task_feature_lengths) if task_feature_lengths else None,
       logger_cls=())
+  print(f"[eval] {len(evaluator.eval_tasks)} tasks ready in "
+        f"{time.monotonic() - tick:.0f} s", file=sys.stderr, flush=True)
   if not evaluator.eval_tasks:
     raise errors.UserError(f"no task of {mixture_or_task_name!r} has a {split!r} "
                         "split with metrics")
