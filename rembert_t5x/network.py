@@ -223,8 +223,7 @@ def check_length(config: RemBertConfig, length: int) -> None:
         f"sequences of {length} tokens are longer than the model's position "
         f"table ({config.max_position_embeddings} rows, gin macro "
         "MAX_POSITION_EMBEDDINGS of the model file): set the run's "
-        "TASK_FEATURE_LENGTHS (or the task length flag) to at most "
-        f"{config.max_position_embeddings}")
+        f"TASK_FEATURE_LENGTHS to at most {config.max_position_embeddings}")
 
 
 class Embeddings(nn.Module):

@@ -43,6 +43,7 @@ from rembert_t5x.common import io_utils
 from rembert_t5x import configs
 from rembert_t5x.data import inputs
 from rembert_t5x.data import vocabulary as vocab_lib
+from rembert_t5x import network
 from rembert_t5x import protocol
 from rembert_t5x.runner import checkpoints
 
@@ -348,6 +349,8 @@ def evaluate(checkpoint_dir: Optional[str] = None,
   """
   _check_dir_set(checkpoint_dir, "checkpoint_dir", "CHECKPOINT_PATH")
   _check_dir_set(output_dir, "output_dir", "EVAL_OUTPUT_DIR")
+  if task_feature_lengths:
+    network.check_length(model.config, task_feature_lengths["input_tokens"])
   inputs.import_task_module(mixture_or_task_module)
   inputs.check_tfds_prepared(mixture_or_task_name)
   # The checkpoint's own vocabulary (its MODEL_DIR's sentencepiece.model)

@@ -60,6 +60,7 @@ from rembert_t5x import configs
 from rembert_t5x.data import inputs
 from rembert_t5x.data import vocabulary as vocab_lib
 from rembert_t5x import models
+from rembert_t5x import network
 from rembert_t5x.runner import checkpoints
 from rembert_t5x.runner import input_checkpoints
 from rembert_t5x.runner import train_lib
@@ -240,13 +241,16 @@ class TrainConfig:
     return step % self.checkpoint_period == 0 or step == self.train_steps
 
 
-def _validate(config: TrainConfig) -> None:
+def _validate(model, config: TrainConfig) -> None:
   """Checks the settings that need neither devices nor files.
 
   Raises:
-    errors.UserError: `nonfinite` is neither "stop" nor "skip", or
-      `batch_size` is not divisible by `grad_accum_steps`.
+    errors.UserError: `nonfinite` is neither "stop" nor "skip",
+      `batch_size` is not divisible by `grad_accum_steps`, or the sequence
+      length exceeds the model's position table.
   """
+  network.check_length(model.config,
+                       config.task_feature_lengths["input_tokens"])
   if config.nonfinite not in ("stop", "skip"):
     raise errors.UserError("train.nonfinite must be 'stop' or 'skip', got "
                            f"{config.nonfinite!r}")
@@ -590,7 +594,7 @@ def _run(model, config: TrainConfig) -> dict[str, float]:
   Raises:
     errors.UserError: as `train`.
   """
-  _validate(config)
+  _validate(model, config)
   out_dir = _prepare_model_dir(model, config)
   mesh = _make_mesh(config)
   rules = train_lib.default_rules()
