@@ -4,7 +4,7 @@ Each class implements T5X's `BaseModel` interface (`FEATURE_CONVERTER_CLS`,
 `optimizer_def`, `get_initial_variables`, `loss_fn`, `eval_fn`,
 `predict_batch`, `predict_batch_with_aux`, `score_batch`) without importing
 t5x, so the same objects serve `t5x.train` and our local runner. T5X checks no
-subclass relation: it only calls these methods (SPEC §5).
+subclass relation: it only calls these methods.
 
 Model features are those of `docs/DESIGN.md`. Losses are means over the loss
 weights (BERT's normalisation), taken over the whole batch even when a

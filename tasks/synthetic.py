@@ -1,4 +1,4 @@
-"""Synthetic multilingual tasks: the offline default (SPEC §7).
+"""Synthetic multilingual tasks: the offline default.
 
 A corpus in several made-up languages that share one latent grammar, a
 SentencePiece vocabulary trained on it, and three fine-tuning tasks in the

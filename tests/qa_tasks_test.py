@@ -226,7 +226,7 @@ def test_local_file_errors_name_the_file(local_tasks, tmp_path, vocab):
   missing = seqio.get_mixture_or_task("test_qa_bad_squad_train_en")
   with pytest.raises(ValueError, match="train-v1.1.json: cannot read"):
     missing.get_dataset(None, split="train")
-  assert qa.MAX_SEQ_LENGTH == 384  # the registered defaults are SPEC §4's
+  assert qa.MAX_SEQ_LENGTH == 384  # BERT's / XTREME's run_squad default
 
 
 @pytest.mark.parametrize("table", ["current", "old"])

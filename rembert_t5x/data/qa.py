@@ -1,6 +1,6 @@
 """Extractive QA: SQuAD-format examples -> model windows -> answer text.
 
-Pre-processing follows BERT's `run_squad.py` as XTREME used it (SPEC §4):
+Pre-processing follows BERT's `run_squad.py` as XTREME used it (docs/FIDELITY.md):
 
   [CLS] question [SEP] context window [SEP]
 
@@ -27,11 +27,9 @@ arithmetic are Python, and one example turns into a variable number of
 windows, which a per-example numpy function followed by `flat_map` expresses
 directly (a generator source would not work on TFDS inputs).
 
-Model prediction format (the contract for the QA model class): for every
-window the model predicts float start and end logits over the window's
-tokens, shaped `[2, length]` (row 0 start, row 1 end); a flat `[2 * length]`
-vector (start logits then end logits) is accepted too. Padding positions are
-ignored: only context tokens of the window are candidates.
+Model predictions (the QA model class's contract): start and end logits over
+each window's tokens, `[2, length]` (row 0 start, row 1 end) or flat
+`[2 * length]`; only the window's context tokens are candidates.
 """
 
 import dataclasses
@@ -47,7 +45,7 @@ import tensorflow as tf
 
 from rembert_t5x.data import vocabulary as vocab_lib
 
-# SPEC §4 defaults (BERT / XTREME).
+# BERT's run_squad.py defaults, as XTREME uses them.
 MAX_SEQ_LENGTH = 384
 DOC_STRIDE = 128
 MAX_QUERY_LENGTH = 64

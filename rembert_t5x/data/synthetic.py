@@ -1,6 +1,6 @@
 """A synthetic multilingual corpus and synthetic XTREME-format tasks.
 
-The offline demo (SPEC §7) needs multilingual data that a tiny model can learn
+The offline demo needs multilingual data that a tiny model can learn
 from in minutes on a CPU and that still shows *zero-shot cross-lingual
 transfer*. This module invents a handful of "languages" that share one latent
 grammar but differ in vocabulary, script and (for some) word order:

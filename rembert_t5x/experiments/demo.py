@@ -96,11 +96,9 @@ NUM_CLASSES = {"pair": 2, "tag": len(synthetic.TAGS)}
 @dataclasses.dataclass
 class DemoSettings:
   """Sizes and seeds of one demo run (every field is a command-line flag)."""
-  # Within 10 minutes on 2 idle cores, with the two variants in two worker
-  # processes: measured 9 min 49 s (docs/DEMO_RESULTS.md v6; v3-v5 show
-  # what each cut saved). The earlier defaults (1,500 / 300 / 150 steps,
-  # 1,000 dev examples per language, one process) took ~25 minutes; `--full`
-  # and the step flags run longer.
+  # Sized to finish within about 10 minutes on 2 idle cores, with the two
+  # variants in two worker processes (docs/DEMO_RESULTS.md has the measured
+  # runs); `--full` and the step flags run longer.
   pretrain_steps: int = 500
   finetune_steps: int = 100
   batch_size: int = 32
@@ -109,7 +107,7 @@ class DemoSettings:
   finetune_learning_rate: float = 5e-4
   # Sentence-pair comparison is learnt more slowly than tagging or QA: it
   # gets more steps and a higher learning rate (at 100 steps its loss stayed
-  # at chance, 0.69: docs/DEMO_RESULTS.md v5).
+  # at chance, 0.69: docs/DEMO_RESULTS.md).
   pair_finetune_steps: int = 150
   pair_finetune_learning_rate: float = 1e-3
   pretrain_seeds: int = 1

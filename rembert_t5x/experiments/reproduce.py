@@ -73,9 +73,9 @@ from rembert_t5x.runner import jobs as runner_jobs
 BASE_GIN = "gin_configs/models/tiny.gin"
 NUM_LANGUAGES = 12
 VOCAB_SIZE = 1000  # the most SentencePiece can make of the 12-language corpus
-# Fine-tuning input lengths of the reproduction: those its results table (docs/REPRODUCE_RESULTS.md) was
-# measured with (the demo's TASKS then had them; the demo now uses shorter
-# rows that fit its data).
+# Fine-tuning input lengths of the reproduction, those its results
+# (docs/REPRODUCE_RESULTS.md) were measured with; the demo's tasks use shorter
+# rows that fit its data.
 LENGTHS = {"pair": 64, "tag": 64, "qa": 96}
 
 # name: overrides of the base config. E_in = 16 is H / 4 (the paper's 128 is
