@@ -7,8 +7,13 @@ Registered names (prefix "rembert_" by default):
                            one task per XTREME language, English included.
   rembert_udpos_zeroshot   the training task plus every evaluation task.
 
-TFDS facts (tensorflow-datasets 4.9.10, `xtreme_pos:1.0.0`, UD v2.5; XTREME's
-own script uses v2.7):
+Every one of the 33 languages has a test split (a test-set submission
+predicts all 33); 29 have a dev set, so dev-set averages (the sweep's) cover
+29, and the sweep's `sweep.md` names the four left out.
+
+TFDS facts (tensorflow-datasets 4.9.10, `xtreme_pos:1.0.0`, UD v2.5, the
+treebanks XTREME's `download_data.sh` fetches for these 33 languages; its
+UD v2.7 download is only for the languages XTREME-R added):
   - configs are named `xtreme_pos_{lang}` and the splits "train", "dev",
     "test";
   - its language table swaps Tagalog and Tamil (`xtreme_pos_ta` reads the

@@ -1,4 +1,5 @@
-"""Paper §5 analyses on a tiny model: per-layer features, probes, dropped layers."""
+"""The paper's layer analyses (Figure 1, probes) on a tiny model: per-layer
+features, probes, dropped layers; on the demo tasks and on XTREME's."""
 
 import dataclasses
 import json
@@ -8,8 +9,10 @@ import numpy as np
 import pytest
 
 from rembert_t5x import configs
+from rembert_t5x.convert import checkpoint_io
 from rembert_t5x.experiments import analysis
 from rembert_t5x.experiments import sweep
+from rembert_t5x.experiments import xtreme_road
 from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x.runner import train
@@ -39,10 +42,24 @@ def test_layer_features_are_the_hidden_states_of_the_full_encoder():
   inter = state["intermediates"]
   expected = [inter["embedding_projection"]["__call__"][0]] + [
       inter[f"layers_{i}"]["__call__"][0] for i in range(CONFIG.num_layers)]
-  for l, want in enumerate(expected):
-    np.testing.assert_allclose(
-        analysis.layer_features(CONFIG, params, l, batch), want,
-        rtol=1e-5, atol=1e-5)
+  encoder = analysis.encoder_params(params, CONFIG.num_layers)
+  states = analysis.hidden_states(CONFIG, encoder, batch)
+  assert len(states) == len(expected)
+  for got, want in zip(states, expected):
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+  # The probe's features, read in padded chunks, are those of one pass.
+  pair = sweep.demo_tasks()["pair"]
+  rows = {k: np.repeat(v, 3, axis=0) for k, v in batch.items()}
+  rows["input_tokens"][1, 3] = 13  # the rows differ
+  rows["label"] = np.array([0, 1, 0], np.int32)
+  whole = analysis.layer_probe_data(pair, CONFIG, encoder, rows, chunk_size=3)
+  chunked = analysis.layer_probe_data(pair, CONFIG, encoder, rows,
+                                      chunk_size=2)
+  assert len(whole) == CONFIG.num_layers + 1
+  for (x, y), (xc, yc) in zip(whole, chunked):
+    assert x.shape == (3, CONFIG.emb_dim)
+    np.testing.assert_allclose(xc, x, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(yc, y)
 
 
 def test_linear_probe_learns_a_separable_problem():
@@ -106,3 +123,74 @@ def test_drop_layers_fine_tunes_each_kept_depth(pretrained):
   assert (root / "drop" / "drop_layers.png").stat().st_size > 0
   with pytest.raises(Exception, match="cannot keep 3 layers"):
     analysis.drop_layers(work, CONFIG, pre, task, [3], log=lambda _: None)
+
+
+# --------------------------------------------------------------------------
+# XTREME tasks from a converted checkpoint
+# --------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def xtreme(tmp_path_factory):
+  """A converted tiny released-like RemBERT (2 layers, the released special
+  ids) and a tiny folder in XTREME's layout for XNLI and PAN-X, English and
+  German (real sentences, synthetic labels: `xtreme_road`), both built
+  under tmp from ../shared/data."""
+  data = test_utils.shared_data_dir("tatoeba").parent
+  root = tmp_path_factory.mktemp("xtreme_analysis")
+  hf_dir = xtreme_road.build_released_like_hf(
+      str(root / "hf"), str(data), ["en", "de"], vocab_size=500)
+  checkpoint_io.hf_to_t5x(hf_dir, str(root / "model"))
+  xtreme_road.write_tiny_xtreme(str(root / "xtreme"), str(data),
+                                ("xnli", "panx"), examples=4,
+                                languages=["de"])
+  return root
+
+
+def test_probe_and_drop_layers_run_on_xtreme_tasks(xtreme, capsys):
+  common = [f"--pretrained={xtreme / 'model'}",
+            f"--xtreme_dir={xtreme / 'xtreme'}", "--languages=de"]
+  analysis.main(["--mode=probe", "--task=panx", *common,
+                 f"--workdir={xtreme / 'probe'}", "--train_examples=8",
+                 "--eval_examples=4", "--probe_steps=5"])
+  result = json.loads((xtreme / "probe" / "probe.json").read_text())
+  assert result["task"] == "panx" and result["split"] == "validation"
+  assert [r["layer"] for r in result["rows"]] == [0, 1, 2]
+  for r in result["rows"]:
+    assert set(r["scores"]) == {"en", "de"}
+  assert "| majority |" in capsys.readouterr().out
+  # Figure 1 on XNLI: the table15 grid (batch 128, lr 1e-5), one kept layer.
+  analysis.main(["--mode=drop_layers", "--task=xnli", *common,
+                 f"--workdir={xtreme / 'drop'}", "--layers=1",
+                 "--train_steps=1"])
+  result = json.loads((xtreme / "drop" / "drop_layers.json").read_text())
+  assert [r["layers"] for r in result["rows"]] == [1]
+  assert set(result["rows"][0]["scores"]) == {"en", "de"}
+  assert result["learning_rate"] == 1e-5
+  run = json.loads((xtreme / "drop" / "l=1" / "runs" / "xnli" / "lr=1e-05" /
+                    "seed=0" / "results.json").read_text())
+  assert run["batch_size"] == 128
+  assert run["selection"]["task"] == "rembert_local_xnli_en"
+
+
+def _usage_error(capsys, argv):
+  with pytest.raises(SystemExit) as e:
+    analysis.main(argv)
+  assert e.value.code == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and err[0].startswith("error: "), err
+  return err[0]
+
+
+def test_task_errors_name_the_fix(tmp_path, capsys):
+  common = [f"--workdir={tmp_path / 'w'}", f"--pretrained={tmp_path / 'p'}"]
+  err = _usage_error(capsys, ["--mode=probe", "--task=xnli", *common])
+  assert "add --xtreme_dir" in err
+  err = _usage_error(capsys, ["--mode=probe", "--task=squad", *common,
+                              f"--xtreme_dir={tmp_path}"])
+  assert "squad is a qa task" in err
+  err = _usage_error(capsys, ["--mode=probe", "--task=xnli", *common,
+                              f"--xtreme_dir={tmp_path}"])
+  assert "rembert_config.json" in err and "--model_gin" in err
+  err = _usage_error(capsys, ["--mode=probe", "--task=tag", "--languages=de",
+                              *common])
+  assert "--languages needs --xtreme_dir" in err

@@ -1,26 +1,43 @@
-r"""Paper §5 analyses of a pre-trained encoder: dropped layers and layer probes.
+r"""The paper's layer analyses of a pre-trained encoder (Figure 1 and probes).
 
-  # Figure 1: drop the last k layers, fine-tune what is kept.
+  # Figure 1 on the demo tasks: fine-tune the first l layers.
   python -m rembert_t5x.experiments.analysis --mode=drop_layers --pretrained=/tmp/m \
     --workdir=/tmp/drop --task=tag --layers=1,2
   # Linear probes of frozen per-layer features (0 = embeddings).
   python -m rembert_t5x.experiments.analysis --mode=probe --pretrained=/tmp/m \
     --workdir=/tmp/probe --task=tag
+  # The same on XTREME's tasks, from a converted checkpoint (`rembert-convert
+  # hf-to-t5x`) over XTREME's download folder:
+  python -m rembert_t5x.experiments.analysis --mode=drop_layers \
+    --pretrained=/tmp/rembert --model_gin=gin_configs/models/paper/rembert.gin \
+    --xtreme_dir=xtreme/download --task=xnli --workdir=/tmp/fig1_xnli \
+    --layers=24,28,30,32
+  python -m rembert_t5x.experiments.analysis --mode=probe \
+    --pretrained=/tmp/rembert --xtreme_dir=xtreme/download --task=panx \
+    --workdir=/tmp/probe_panx
 
-Both read the synthetic demo tasks (`rembert_tasks.synthetic`) and a model
-gin file describing the pre-trained model (default the tiny one). Each mode
-writes `<mode>.json`, `<mode>.md` and `<mode>.png` to --workdir.
+Tasks: a demo task (`pair`, `tag`, `qa`: the synthetic tasks of
+`rembert_tasks.synthetic`, model gin file default tiny.gin), or, with
+--xtreme_dir, a grid of the sweep's --experiment (`xnli`, `pawsx`, `panx`,
+`udpos`, `squad`, `tydiqa`; table15 by default: its batch size, learning
+rate and 3 epochs) on the `rembert_local_*` tasks over the folder
+(`xtreme_local`: every file is checked first; --languages keeps some
+evaluation languages). The network config is --model_gin, else the
+`rembert_config.json` that the converter and the local runner write into
+the MODEL_DIR. Each mode writes `<mode>.json`, `<mode>.md` and
+`<mode>.png` to --workdir.
 
 drop_layers keeps the first l layers of the pre-trained encoder
 (`models.finetuning_params_from_pretraining` with num_layers = l), fine-tunes
-on the training language and evaluates every language's dev set.
+on the training language with the grid's protocol (`sweep.run_point`) and
+evaluates every language on the family's split.
 
-probe takes frozen layer-l features without touching the network: running the
-encoder with `num_layers=l` on the first l layers' parameters gives exactly
-the hidden state after layer l (l = 0: embeddings and the E_in -> H
-projection). A linear softmax classifier (Adam, full batch) is trained on
-training-language features and scored on every language's dev set: tokens
-of words (first sub-tokens) for `tag`, mean-pooled sequences for `pair`.
+probe reads frozen hidden states without touching the network: one pass of
+the encoder captures every layer's output (layer 0: embeddings and the
+E_in -> H projection). Per layer, a linear softmax classifier (Adam, full
+batch) is trained on training-language features and scored on every
+language of the family's split: tokens of words (first sub-tokens) for
+tagging, mean-pooled sequences for pairs.
 """
 
 import dataclasses
@@ -28,7 +45,7 @@ import functools
 import json
 import pathlib
 import time
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from absl import flags
 import jax
@@ -44,6 +61,12 @@ from rembert_t5x.experiments import sweep
 from rembert_t5x import layer_stacking
 from rembert_t5x import network
 from rembert_t5x.runner import checkpoints
+
+DEMO_MODEL_GIN = "gin_configs/models/tiny.gin"
+# Task kinds a linear probe reads (one label per word or per pair).
+PROBE_KINDS = ("pair", "tagging")
+# The model features the encoder reads, in its argument order.
+ENCODER_FEATURES = ("input_tokens", "token_types", "segment_ids", "positions")
 
 
 def layer_config(config: network.RemBertConfig, num_layers: int
@@ -65,42 +88,45 @@ def encoder_params(pretrained: Mapping[str, Any], num_layers: int
           if not (k.startswith("layers_") and int(k[7:]) >= num_layers)}
 
 
-def layer_features(config: network.RemBertConfig, pretrained, num_layers: int,
-                   batch: Mapping[str, np.ndarray]) -> np.ndarray:
-  """`[batch, length, emb_dim]` hidden states after layer `num_layers`.
+def hidden_states(config: network.RemBertConfig, encoder: Mapping[str, Any],
+                  batch: Mapping[str, np.ndarray]) -> List[np.ndarray]:
+  """Every layer's hidden states, from one pass of the encoder.
 
-  Layer 0 is the input of the first layer (embeddings, projected to H): a
-  config needs at least one layer, so it is read from a one-layer encoder's
-  captured intermediates.
+  Args:
+    config: the pre-trained network's config.
+    encoder: its encoder params (`encoder_params(params, config.num_layers)`).
+    batch: model features; `ENCODER_FEATURES` are read.
+
+  Returns:
+    num_layers + 1 float32 arrays `[batch, length, emb_dim]`: index 0 is the
+    first layer's input (the embeddings, projected to H when E_in != H),
+    index l the output of layer l.
   """
-  params = encoder_params(pretrained, max(num_layers, 1))
-  inputs = (batch["input_tokens"], batch["token_types"], batch["segment_ids"],
-            batch["positions"])
-  first = "embedding_projection" if "embedding_projection" in params else "embeddings"
-  features = _features_fn(config, num_layers, first if not num_layers else None)
-  return np.asarray(features(params, *inputs))
+  first = ("embedding_projection" if config.input_embed_dim != config.emb_dim
+           else "embeddings")
+  states = _hidden_states_fn(layer_config(config, config.num_layers), first)(
+      encoder, *(batch[k] for k in ENCODER_FEATURES))
+  return [np.asarray(s, np.float32) for s in states]
 
 
 @functools.lru_cache(maxsize=None)
-def _features_fn(config: network.RemBertConfig, num_layers: int,
-                 capture: Optional[str]):
-  """The jitted `(params, *inputs) -> features` of one layer count.
+def _hidden_states_fn(config: network.RemBertConfig, first: str):
+  """The jitted `(params, *inputs) -> [states per layer]` of one config.
 
-  One compiled program per (config, layer count), reused for every batch
-  and language (un-jitted, Flax dispatches every op of the encoder one by
-  one). `capture` names the module whose output is layer 0's features.
+  One compiled program, reused for every batch of one shape and every
+  language (un-jitted, Flax dispatches every op of the encoder one by one).
+  `first` names the module whose output is layer 0's state.
   """
-  module = network.RemBertEncoder(layer_config(config, max(num_layers, 1)))
+  module = network.RemBertEncoder(config)
+  names = (first, *(f"layers_{i}" for i in range(config.num_layers)))
 
-  def features(params, *inputs):
-    if capture is None:
-      return module.apply({"params": params}, *inputs)
+  def states(params, *inputs):
     _, state = module.apply(
         {"params": params}, *inputs,
-        capture_intermediates=lambda mdl, _: mdl.name == capture)
-    return state["intermediates"][capture]["__call__"][0]
+        capture_intermediates=lambda mdl, _: mdl.name in names)
+    return [state["intermediates"][n]["__call__"][0] for n in names]
 
-  return jax.jit(features)
+  return jax.jit(states)
 
 
 # --------------------------------------------------------------------------
@@ -127,7 +153,8 @@ def drop_layers(workdir: str, config: network.RemBertConfig, pretrained: str,
     if path.exists():
       log(f"{l} layers: done, skipped")
     else:
-      log(f"{l} layers: fine-tuning {task.name} {task.train_steps} steps")
+      log(f"{l} layers: fine-tuning {task.name} "
+          f"{sweep.resolve_steps(task)} steps")
       sweep.run_point(sub, point, layer_config(config, l), pretrained)
     record = json.loads(path.read_text())
     scores = sweep.family_scores(record)[task.evaluations[0].family]
@@ -146,7 +173,8 @@ def drop_layers(workdir: str, config: network.RemBertConfig, pretrained: str,
 # --------------------------------------------------------------------------
 
 def _examples(task: sweep.TaskSpec, task_name: str, split: str, limit: int,
-              config) -> list:
+              config) -> Dict[str, np.ndarray]:
+  """The first `limit` examples of a task's split as model features."""
   # Deferred: seqio and TensorFlow (seconds); `--help` needs neither.
   from rembert_t5x.data import inputs  # pylint: disable=g-import-not-at-top
   model = sweep.make_model(task, config)
@@ -166,17 +194,67 @@ def _examples(task: sweep.TaskSpec, task_name: str, split: str, limit: int,
   return {k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
 
 
+def evaluation_tasks(task: sweep.TaskSpec) -> Dict[str, str]:
+  """{language: task name} of the grid's first family, on its split.
+
+  Read from the family's mixture, i.e. the tasks registered for it (with
+  --languages, only those); a language without the split is left out
+  (UD-POS dev: kk, th, tl and yo have none).
+  """
+  # Deferred: seqio and the runner import TensorFlow (seconds).
+  import seqio  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
+  ev = task.evaluations[0]
+  out = {}
+  for t in seqio.get_mixture_or_task(ev.mixture).tasks:
+    if (t.name != task.train_task and ev.split in t.splits
+        and eval_lib.task_family(t.name).endswith(f"_{ev.family}")):
+      out[eval_lib.task_language(t.name)] = t.name
+  if not out:
+    raise errors.UserError(f"mixture {ev.mixture}: no {ev.family} task has "
+                           f"a {ev.split!r} split")
+  return out
+
+
 def _probe_data(task: sweep.TaskSpec, feats: np.ndarray,
                 batch: Mapping[str, np.ndarray]):
   """(features [n, d], labels [n]) of a task's frozen hidden states."""
   if task.kind == "tagging":
     keep = batch["weights"] > 0
     return feats[keep], batch["targets"][keep]
-  if task.kind == "pair":
-    mask = (batch["segment_ids"] > 0)[..., None]
-    pooled = (feats * mask).sum(1) / np.maximum(mask.sum(1), 1)
-    return pooled, batch["label"]
-  raise errors.UserError(f"probe supports tag and pair tasks, not {task.kind}")
+  mask = (batch["segment_ids"] > 0)[..., None]
+  pooled = (feats * mask).sum(1) / np.maximum(mask.sum(1), 1)
+  return pooled, batch["label"]
+
+
+def _pad_rows(x: np.ndarray, rows: int) -> np.ndarray:
+  if x.shape[0] == rows:
+    return x
+  return np.concatenate([x, np.zeros((rows - x.shape[0],) + x.shape[1:],
+                                     x.dtype)])
+
+
+def layer_probe_data(task: sweep.TaskSpec, config: network.RemBertConfig,
+                     encoder: Mapping[str, Any],
+                     batch: Mapping[str, np.ndarray], chunk_size: int = 32
+                     ) -> List[Tuple[np.ndarray, np.ndarray]]:
+  """Per layer (0..num_layers), the probe's (features, labels) of `batch`.
+
+  `chunk_size` rows at a time, the last chunk padded, so one compiled
+  program serves every batch and only the probe's features are kept (not
+  every layer's `[rows, length, emb_dim]` states at once).
+  """
+  n = batch["input_tokens"].shape[0]
+  parts: List[List[Tuple[np.ndarray, np.ndarray]]] = [
+      [] for _ in range(config.num_layers + 1)]
+  for start in range(0, n, chunk_size):
+    rows = {k: v[start:start + chunk_size] for k, v in batch.items()}
+    m = rows["input_tokens"].shape[0]
+    padded = {k: _pad_rows(rows[k], chunk_size) for k in ENCODER_FEATURES}
+    for l, states in enumerate(hidden_states(config, encoder, padded)):
+      parts[l].append(_probe_data(task, states[:m], rows))
+  return [(np.concatenate([x for x, _ in p]), np.concatenate([y for _, y in p]))
+          for p in parts]
 
 
 def train_linear_probe(x: np.ndarray, y: np.ndarray, num_classes: int,
@@ -218,47 +296,71 @@ def train_linear_probe(x: np.ndarray, y: np.ndarray, num_classes: int,
   return predict
 
 
+def check_probe_kind(task: sweep.TaskSpec) -> None:
+  if task.kind not in PROBE_KINDS:
+    raise errors.UserError(f"probe: {task.name} is a {task.kind} task; "
+                           "probes read pair and tagging tasks")
+
+
 def probe(workdir: str, config: network.RemBertConfig, pretrained: str,
-          task: sweep.TaskSpec, languages: Sequence[str],
-          task_prefix: str, train_examples: int = 256,
+          task: sweep.TaskSpec, languages: Optional[Sequence[str]] = None,
+          task_prefix: Optional[str] = None, train_examples: int = 256,
           eval_examples: int = 128, steps: int = 300,
           log: Callable[[str], None] = print) -> Dict[str, Any]:
-  """Per-layer linear-probe accuracy, per language (trained on one language)."""
+  """Per-layer linear-probe accuracy, per language (trained on one language).
+
+  Args:
+    workdir: unused (the caller writes the result).
+    config: the pre-trained network's config.
+    pretrained: its MODEL_DIR.
+    task: a pair or tagging grid; its training task trains the probes.
+    languages: evaluate the tasks `<task_prefix><task.name>_<lang>`;
+      default: every task of `evaluation_tasks(task)`.
+    task_prefix: see `languages`.
+    train_examples, eval_examples: examples read (per language).
+    steps: probe training steps.
+    log: progress lines.
+
+  Returns:
+    {"mode": "probe", "rows": [{"layer", "scores": {lang: accuracy},
+     "train_accuracy", "avg"}], "majority_baseline": {lang: accuracy}, ...},
+    scored on the family's split (`task.evaluations[0].split`).
+  """
   del workdir
+  check_probe_kind(task)
   # Deferred: seqio and TensorFlow (seconds).
   from rembert_t5x.data import vocabulary  # pylint: disable=g-import-not-at-top
   vocabulary.use_checkpoint_vocabulary(pretrained)  # before the tasks' data
-  params = checkpoints.load_params(pretrained)
+  encoder = encoder_params(checkpoints.load_params(pretrained),
+                           config.num_layers)
+  tasks = ({lang: f"{task_prefix}{task.name}_{lang}" for lang in languages}
+           if languages is not None else evaluation_tasks(task))
+  split = task.evaluations[0].split
   train_batch = _examples(task, task.train_task, "train", train_examples,
                           config)
-  eval_batches = {lang: _examples(task, f"{task_prefix}{task.name}_{lang}",
-                                  "validation", eval_examples, config)
-                  for lang in languages}
-  num_classes = task.num_classes
-  _, y_train = _probe_data(task, np.zeros(train_batch["input_tokens"].shape
-                                          + (1,)), train_batch)
-  majority = int(np.bincount(y_train, minlength=num_classes).argmax())
-  rows = []
-  for l in range(config.num_layers + 1):
-    x, y = _probe_data(task, layer_features(config, params, l, train_batch),
-                       train_batch)
-    predict = train_linear_probe(x, y, num_classes, steps=steps)
-    scores = {}
-    for lang, batch in eval_batches.items():
-      xe, ye = _probe_data(task, layer_features(config, params, l, batch),
-                           batch)
-      scores[lang] = float(100 * np.mean(predict(xe) == ye))
-    log(f"layer {l}: " + ", ".join(f"{k} {v:.1f}" for k, v in scores.items()))
-    rows.append({"layer": l, "scores": scores,
-                 "train_accuracy": float(100 * np.mean(predict(x) == y)),
-                 "avg": float(np.mean(list(scores.values())))})
+  train = layer_probe_data(task, config, encoder, train_batch)
+  probes = []
+  for l, (x, y) in enumerate(train):
+    predict = train_linear_probe(x, y, task.num_classes, steps=steps)
+    probes.append((predict, float(100 * np.mean(predict(x) == y))))
+    log(f"layer {l}: probe trained on {len(y)} labels")
+  y_train = train[0][1]
+  majority = int(np.bincount(y_train, minlength=task.num_classes).argmax())
+  scores: List[Dict[str, float]] = [{} for _ in probes]
   majority_scores = {}
-  for lang, batch in eval_batches.items():
-    _, ye = _probe_data(task, np.zeros(batch["input_tokens"].shape + (1,)),
-                        batch)
-    majority_scores[lang] = float(100 * np.mean(ye == majority))
+  for lang, name in tasks.items():
+    data = layer_probe_data(task, config, encoder, _examples(
+        task, name, split, eval_examples, config))
+    for l, ((predict, _), (x, y)) in enumerate(zip(probes, data)):
+      scores[l][lang] = float(100 * np.mean(predict(x) == y))
+    majority_scores[lang] = float(100 * np.mean(data[0][1] == majority))
+    log(f"{lang}: " + ", ".join(f"{l} {s[lang]:.1f}"
+                                for l, s in enumerate(scores)))
+  rows = [{"layer": l, "scores": s, "train_accuracy": acc,
+           "avg": float(np.mean(list(s.values())))}
+          for l, (s, (_, acc)) in enumerate(zip(scores, probes))]
   return {"mode": "probe", "task": task.name, "metric": "accuracy",
-          "train_language": task.train_language,
+          "split": split, "train_language": task.train_language,
           "train_examples": int(train_batch["input_tokens"].shape[0]),
           "majority_baseline": majority_scores, "rows": rows}
 
@@ -280,8 +382,9 @@ def markdown(result: Mapping[str, Any]) -> str:
     key, extra = "layers", ["zero-shot avg"]
   else:
     head = (f"# Linear probes of frozen layer features: {result['task']} "
-            f"(accuracy; trained on {result['train_examples']} "
-            f"{train_lang} examples; layer 0 = embeddings)")
+            f"(accuracy on {result['split']}; trained on "
+            f"{result['train_examples']} {train_lang} examples; layer 0 = "
+            "embeddings)")
     key, extra = "layer", ["train acc"]
   lines = [head, "", f"| {key} | " + " | ".join(names + ["avg"] + extra) + " |",
            "|" + "---|" * (len(names) + 2 + len(extra))]
@@ -322,7 +425,7 @@ def plot(result: Mapping[str, Any], path: pathlib.Path) -> None:
   ax.set_xlabel("kept layers" if key == "layers" else "layer (0 = embeddings)")
   ax.set_ylabel("score" if key == "layers" else "probe accuracy")
   ax.set_title(f"{result['mode']}: {result['task']}", fontsize=10)
-  ax.legend(fontsize=7)
+  ax.legend(fontsize=7, ncol=1 + len(rows[0]["scores"]) // 12)
   fig.tight_layout()
   tmp = path.with_name(f".{path.name}.tmp.png")
   fig.savefig(tmp, dpi=100)
@@ -340,17 +443,34 @@ def write(workdir: str, result: Mapping[str, Any]) -> None:
   plot(result, out / f"{mode}.png")
 
 
+# --------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------
+
 def _define_flags(fv: flags.FlagValues) -> None:
   flags.DEFINE_enum("mode", None, ["drop_layers", "probe"], "the analysis",
                     flag_values=fv, required=True)
   flags.DEFINE_string("workdir", None, "output directory", flag_values=fv,
                       required=True)
-  flags.DEFINE_string("pretrained", None, "pre-training MODEL_DIR",
+  flags.DEFINE_string("pretrained", None, "pre-training MODEL_DIR, or a "
+                      "converted one (rembert-convert hf-to-t5x)",
                       flag_values=fv, required=True)
-  flags.DEFINE_string("task", "tag", "demo task: pair, tag, qa",
+  flags.DEFINE_string("task", "tag", "a demo task (pair, tag, qa), or with "
+                      "--xtreme_dir a grid of --experiment (xnli, pawsx, "
+                      "panx, udpos, squad, tydiqa; probe: not the QA ones)",
                       flag_values=fv)
-  flags.DEFINE_string("model_gin", "gin_configs/models/tiny.gin",
-                      "model gin file of the pre-trained model",
+  flags.DEFINE_string("xtreme_dir", None, "an XTREME download folder: run on "
+                      "the rembert_local_* tasks over its files",
+                      flag_values=fv)
+  flags.DEFINE_enum("experiment", "table15", sorted(sweep.EXPERIMENTS),
+                    "with --xtreme_dir: whose grid settings (batch size, "
+                    "learning rate) fine-tune", flag_values=fv)
+  flags.DEFINE_string("languages", None, "with --xtreme_dir: evaluate only "
+                      "these languages (comma-separated; English is always "
+                      "kept)", flag_values=fv)
+  flags.DEFINE_string("model_gin", None, "model gin file of the pre-trained "
+                      f"model (default: demo tasks {DEMO_MODEL_GIN}; XTREME "
+                      "tasks the rembert_config.json in --pretrained)",
                       flag_values=fv)
   flags.DEFINE_string("layers", None, "drop_layers: kept-layer counts, "
                       "comma-separated (default 1..num_layers)",
@@ -359,14 +479,15 @@ def _define_flags(fv: flags.FlagValues) -> None:
                      "learning rate (default: the task grid's largest)",
                      flag_values=fv)
   flags.DEFINE_integer("train_steps", None, "fine-tuning steps (default: "
-                       "the demo task's)", flag_values=fv)
+                       "the demo task's, or 3 epochs for XTREME tasks)",
+                       flag_values=fv)
   flags.DEFINE_integer("seed", 0, "fine-tuning seed", flag_values=fv)
   flags.DEFINE_integer("probe_steps", 300, "probe: training steps",
                        flag_values=fv)
   flags.DEFINE_integer("train_examples", 256, "probe: training examples",
                        flag_values=fv)
-  flags.DEFINE_integer("eval_examples", 128, "probe: evaluation examples",
-                       flag_values=fv)
+  flags.DEFINE_integer("eval_examples", 128, "probe: evaluation examples "
+                       "per language", flag_values=fv)
 
 
 def main(argv=None) -> None:
@@ -374,18 +495,59 @@ def main(argv=None) -> None:
   print(markdown(result))
 
 
-def _main(args) -> Dict[str, Any]:
-  # Deferred: importing it prepares the synthetic data (seconds).
-  from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
+def _demo_task(args) -> Tuple[sweep.TaskSpec, network.RemBertConfig]:
+  """A synthetic demo task and the tiny model's config."""
   tasks = sweep.demo_tasks(train_steps=args.train_steps)
   if args.task not in tasks:
-    raise errors.UserError(f"unknown task {args.task!r}: expected {sorted(tasks)}")
+    hint = (" (an XTREME grid: add --xtreme_dir=DIR)"
+            if args.task in sweep.EXPERIMENTS[args.experiment] else "")
+    raise errors.UserError(f"unknown demo task {args.task!r}{hint}: expected "
+                           f"{sorted(tasks)}")
+  if args.languages:
+    raise errors.UserError("--languages needs --xtreme_dir")
   task = tasks[args.task]
-  try:
+  if args.mode == "probe":
+    check_probe_kind(task)
+  # Deferred: importing it prepares the synthetic data (seconds).
+  from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
+  config = configs.config_from_gin(args.model_gin or DEMO_MODEL_GIN)
+  return task, dataclasses.replace(config,
+                                   vocab_size=synthetic_tasks.VOCAB_SIZE)
+
+
+def _xtreme_task(args) -> Tuple[sweep.TaskSpec, network.RemBertConfig]:
+  """A sweep grid over the local tasks of --xtreme_dir, and the pre-trained
+  model's config (--model_gin, else its MODEL_DIR's rembert_config.json)."""
+  grids = sweep.experiment_tasks(args.experiment)
+  if args.task not in grids:
+    raise errors.UserError(f"--task={args.task} with --xtreme_dir: expected "
+                           f"a grid of {args.experiment}: {sorted(grids)}")
+  task = grids[args.task]
+  if args.mode == "probe":
+    check_probe_kind(task)
+  if args.train_steps:
+    task = dataclasses.replace(task, train_steps=args.train_steps)
+  saved = pathlib.Path(args.pretrained) / configs.CHECKPOINT_CONFIG_FILE
+  if args.model_gin:
     config = configs.config_from_gin(args.model_gin)
-  except configs.GinConfigError as e:
-    raise errors.UserError(str(e)) from e
-  config = dataclasses.replace(config, vocab_size=synthetic_tasks.VOCAB_SIZE)
+  elif saved.is_file():
+    config = configs.read_checkpoint_config(saved)
+  else:
+    raise errors.UserError(
+        f"--pretrained={args.pretrained}: no {configs.CHECKPOINT_CONFIG_FILE}"
+        "; pass --model_gin=<the model's gin file> (the released RemBERT: "
+        "gin_configs/models/paper/rembert.gin)")
+  # Deferred: it imports the task modules (seqio, TensorFlow).
+  from rembert_t5x.experiments import xtreme_local  # pylint: disable=g-import-not-at-top
+  languages = args.languages.split(",") if args.languages else None
+  task = xtreme_local.prepare(args.xtreme_dir, {task.name: task},
+                              languages)[task.name]
+  return task, config
+
+
+def _main(args) -> Dict[str, Any]:
+  task, config = (_xtreme_task(args) if args.xtreme_dir
+                  else _demo_task(args))
   start = time.time()
   if args.mode == "drop_layers":
     layers = ([int(x) for x in args.layers.split(",")] if args.layers
@@ -393,10 +555,9 @@ def _main(args) -> Dict[str, Any]:
     result = drop_layers(args.workdir, config, args.pretrained, task, layers,
                          args.learning_rate, args.seed)
   else:
-    manifest = synthetic_tasks.prepare()
     result = probe(args.workdir, config, args.pretrained, task,
-                   manifest["languages"], synthetic_tasks.PREFIX,
-                   args.train_examples, args.eval_examples, args.probe_steps)
+                   train_examples=args.train_examples,
+                   eval_examples=args.eval_examples, steps=args.probe_steps)
   result["seconds"] = round(time.time() - start, 1)
   write(args.workdir, result)
   return result

@@ -4,7 +4,7 @@ r"""A small-scale reproduction of the paper's embedding ablations.
   python -m rembert_t5x.experiments.reproduce --workdir /tmp/r --seeds 2 \
       --pretrain_steps 100 --finetune_steps 20 --eval_examples 20   # smoke
 
-Analogs of the paper's Tables 2, 4 and 6 (and of Figure 1, its §6
+Analogs of the paper's Tables 2, 4 and 6 (and of its Figure 1, the
 "drop the last layers" analysis) with tiny models on the synthetic
 multilingual benchmark (`rembert_t5x.data.synthetic`), every model
 pre-trained with `--seeds` seeds (default 3):
