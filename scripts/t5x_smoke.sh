@@ -43,11 +43,11 @@ step() { echo "=== [$((SECONDS - START))s] $*"; }
 step "synthetic data and vocabulary in $WORK"
 python - <<'PY'
 import glob, os, shutil
-from rembert_t5x.data import synthetic, vocabulary
+from rembert_t5x.data import pieces, synthetic
 data = os.environ["REMBERT_SMOKE_DATA"]
 files = synthetic.generate(data, corpus_sentences=400, pair_train=64,
                            tag_train=64, qa_train=64, eval_examples=16)
-vocabulary.train_sentencepiece(
+pieces.train_sentencepiece(
     {lang: [path] for lang, path in files["corpus"].items()},
     os.environ["REMBERT_SPM_PATH"][:-len(".model")], vocab_size=400,
     max_sentences=4000)

@@ -490,7 +490,7 @@ def test_vocabulary_hook_follows_the_checkpoint(monkeypatch, clean_gin,
   model = test_utils.build_gin_model(gin)
   task_vocab = seqio.get_mixture_or_task(
       "rembert_pawsx_train_en").output_features["input_tokens"].vocabulary
-  assert vocabulary.special_ids(task_vocab) == vocabulary.SpecialIds(
+  assert vocabulary.special_ids(task_vocab) == pieces.SpecialIds(
       pad=0, unk=1, cls=20, sep=21, mask=22)
   assert model.input_vocabulary == task_vocab
   copied = model_dir / pieces.VOCABULARY_FILENAME
