@@ -26,7 +26,8 @@ before any tensor is read) and then convert one tensor at a time, so a
 import dataclasses
 import enum
 import re
-from typing import Any, Callable, Iterator, Mapping, Optional, Protocol
+from typing import (Any, Callable, Iterator, Mapping, Optional, Protocol,
+                    Sequence)
 
 from flax import traverse_util
 import numpy as np
@@ -580,8 +581,14 @@ _HF_ARCHITECTURES = {
 
 
 def hf_config_dict(config: network.RemBertConfig, head: Head,
-                   num_classes: Optional[int] = None) -> dict[str, Any]:
-  """The HF `config.json` contents for our `config` and `head`."""
+                   num_classes: Optional[int] = None,
+                   labels: Optional[Sequence[str]] = None) -> dict[str, Any]:
+  """The HF `config.json` contents for our `config` and `head`.
+
+  `labels` names the classes of a classification or tagging head in id order
+  (`id2label` / `label2id`); without them they are `LABEL_<i>`, as Hugging
+  Face names unnamed classes.
+  """
   c = config
   if c.tie_embeddings:
     raise ValueError("coupled (tied) configs have no HF RemBERT equivalent")
@@ -608,8 +615,12 @@ def hf_config_dict(config: network.RemBertConfig, head: Head,
   }
   if num_classes is not None and head in (Head.SEQUENCE_CLASSIFICATION,
                                           Head.TOKEN_CLASSIFICATION):
-    out["id2label"] = {str(i): f"LABEL_{i}" for i in range(num_classes)}
-    out["label2id"] = {f"LABEL_{i}": i for i in range(num_classes)}
+    names = list(labels or (f"LABEL_{i}" for i in range(num_classes)))
+    if len(names) != num_classes or len(set(names)) != num_classes:
+      raise ValueError(f"{num_classes} classes need as many distinct names, "
+                       f"got {names}")
+    out["id2label"] = {str(i): name for i, name in enumerate(names)}
+    out["label2id"] = {name: i for i, name in enumerate(names)}
   return out
 
 

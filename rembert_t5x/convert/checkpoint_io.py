@@ -16,8 +16,8 @@ directory's `sentencepiece.model` (or `--vocab`), `tf-to-t5x` takes `--vocab`
 (or a `sentencepiece.model` beside the TF checkpoint), into the output
 MODEL_DIR, after checking its special pieces and that every id has an
 embedding row; runs started from that MODEL_DIR use it
-(`vocabulary.use_checkpoint_vocabulary`). `t5x-to-hf` copies it back and
-writes the special ids into `config.json`.
+(`vocabulary.use_checkpoint_vocabulary`). `t5x-to-hf` copies it back, with
+the tokenizer files, label names and model card of `hf_export`.
 
 Every conversion first checks all names and shapes (reading no tensor), then
 moves tensors one by one: safetensors and TF checkpoints are read lazily, and
@@ -34,7 +34,7 @@ import resource
 import shutil
 import struct
 import sys
-from typing import Any, Iterator, Optional
+from typing import Any, Iterator, Optional, Sequence
 
 from absl import logging
 import jax
@@ -45,6 +45,7 @@ from rembert_t5x.common import errors
 from rembert_t5x.common import io_utils
 from rembert_t5x import configs
 from rembert_t5x.convert import checkpoint_conversion as cc
+from rembert_t5x.convert import hf_export
 from rembert_t5x.data import pieces
 from rembert_t5x import layer_stacking
 from rembert_t5x import network
@@ -652,12 +653,16 @@ def tf_to_t5x(tf_checkpoint: str, output_dir: str, *,
 def t5x_to_hf(checkpoint_dir: str, output_dir: str, *,
               gin_file: Optional[str] = None,
               hf_vocab_size: Optional[int] = None,
+              vocab: Optional[str] = None,
+              labels: Optional[Sequence[str]] = None,
+              task: Optional[str] = None,
               overwrite: bool = False) -> Summary:
   """Converts our checkpoint to a Hugging Face directory.
 
   Writes `config.json` and `model.safetensors` for `RemBertForMaskedLM`
   (a pre-training checkpoint), `RemBertModel` (encoder only) or the task
-  model whose head the params have.
+  model whose head the params have; the vocabulary with the tokenizer files
+  `AutoTokenizer` reads; and a model card, `README.md` (see `hf_export`).
 
   Args:
     checkpoint_dir: a MODEL_DIR, its `checkpoints/` or one step directory.
@@ -666,8 +671,22 @@ def t5x_to_hf(checkpoint_dir: str, output_dir: str, *,
       checkpoint).
     hf_vocab_size: pad the vocabulary with zero rows to this size (default:
       the real vocabulary; padding of a padded config is stripped).
+    vocab: the SentencePiece model to export (default: the MODEL_DIR's
+      `sentencepiece.model`).
+    labels: the class (tag) names of a classification (tagging) head, in id
+      order (default: `task`'s, else those of the task the run trained on).
+    task: the SeqIO task or mixture the model was fine-tuned on.
     overwrite: replace a non-empty `output_dir`.
+
+  Raises:
+    errors.UserError: a bad checkpoint or gin file; a vocabulary without
+      one of the special pieces or with more pieces than vocabulary rows;
+      labels that do not name the head's classes.
   """
+  command = hf_export.command_line(
+      "t5x-to-hf", checkpoint_dir=checkpoint_dir, output_dir=output_dir,
+      gin_file=gin_file, hf_vocab_size=hf_vocab_size, vocab=vocab,
+      labels=labels, task=task, overwrite=overwrite)
   source = OrbaxParams(checkpoint_dir)
   # A scanned checkpoint (RemBertConfig.scan_layers) is read under per-layer
   # names, one layer slice at a time: HF has one module per layer.
@@ -680,18 +699,32 @@ def t5x_to_hf(checkpoint_dir: str, output_dir: str, *,
   if hf_vocab_size is not None and hf_vocab_size < config.vocab_size:
     raise errors.UserError(f"--hf_vocab_size={hf_vocab_size} is smaller than the "
                     f"checkpoint's vocabulary ({config.vocab_size})")
+  vocab_file = pathlib.Path(vocab) if vocab else checkpoint_vocabulary(source)
+  exported_vocab = None
+  if vocab_file:
+    exported_vocab = hf_export.read_vocabulary(
+        vocab_file, config.vocab_size, f"checkpoint {source.step_dir}")
+  else:
+    logging.warning("checkpoint %s has no %s: the export has no tokenizer "
+                    "(pass --vocab)", source.step_dir,
+                    pieces.VOCABULARY_FILENAME)
+  run = hf_export.read_run(source.model_dir)
+  label_names = hf_export.resolve_labels(head, num_classes, labels, task, run)
+  if task:  # what the model card names as the task trained on
+    run = dataclasses.replace(run, task=task)
   try:
     entries = cc.hf_name_map(config, head, num_classes=num_classes)
-    hf_config = cc.hf_config_dict(config, head, num_classes)
+    hf_config = cc.hf_config_dict(
+        config, head, num_classes,
+        labels=label_names.names if label_names else None)
   except ValueError as e:
     raise errors.UserError(f"checkpoint {source.step_dir}: {e}") from e
   if hf_vocab_size is not None:
     hf_config["vocab_size"] = hf_vocab_size
-  vocab_file = checkpoint_vocabulary(source)
-  if vocab_file:
-    ids = _vocabulary_module().RemBertVocabulary(str(vocab_file)).special_ids
-    # What HF reads for generation/padding; RemBertTokenizer itself reads
-    # the pieces from sentencepiece.model.
+  if exported_vocab:
+    ids = exported_vocab.ids
+    # What HF reads for generation/padding defaults; the tokenizer files
+    # name the special tokens themselves.
     hf_config.update(pad_token_id=ids.pad, bos_token_id=ids.cls,
                      eos_token_id=ids.sep)
   specs = [(name, shape, per_layer.dtype(e.ours)) for (name, shape), e in
@@ -708,12 +741,21 @@ def t5x_to_hf(checkpoint_dir: str, output_dir: str, *,
     yield first
     yield from tensors
 
+  count = sum(math.prod(s) for _, s, _ in specs)
+  card = hf_export.model_card(
+      config=config, hf_config=hf_config, head=head, parameters=count,
+      labels=label_names, vocab=exported_vocab, step=source.step, run=run,
+      checkpoint=str(source.step_dir), command=command,
+      directory=str(output_dir))
   with io_utils.atomic_output_dir(output_dir, overwrite) as tmp:
     (tmp / "config.json").write_text(json.dumps(hf_config, indent=2,
                                                 sort_keys=True))
     write_safetensors(tmp / "model.safetensors", specs, all_tensors())
     copy_vocabulary(vocab_file, tmp)
-  count = sum(math.prod(s) for _, s, _ in specs)
+    if exported_vocab:
+      hf_export.write_tokenizer(exported_vocab, tmp,
+                                config.max_position_embeddings)
+    (tmp / hf_export.MODEL_CARD).write_text(card, encoding="utf-8")
   return Summary(str(output_dir), head.value, len(entries), count,
                  (hf_vocab_size or config.vocab_size) - config.vocab_size, {},
                  peak_rss_bytes() / 2**20,

@@ -4,7 +4,8 @@ r"""Converts RemBERT checkpoints between Hugging Face, TF1 and our format.
       [--gin_file=gin_configs/models/paper/rembert.gin] [--vocab_size=N] \
       [--vocab=A/sentencepiece.model]
   rembert-convert t5x-to-hf --checkpoint_dir=B \
-      --output_dir=C [--gin_file=...] [--hf_vocab_size=N]
+      --output_dir=C [--gin_file=...] [--hf_vocab_size=N] [--vocab=...] \
+      [--labels=NAME,NAME,... | --task=SEQIO_TASK]
   rembert-convert tf-to-t5x --tf_checkpoint=CKPT \
       --output_dir=B (--config_json=rembert_config.json | --gin_file=...) \
       [--vocab=sentencepiece.model]
@@ -20,6 +21,11 @@ The vocabulary travels with the weights: hf-to-t5x and tf-to-t5x write the
 SentencePiece model (A's sentencepiece.model, or --vocab) into B as
 sentencepiece.model, t5x-native and t5x-to-hf copy it on; runs started from
 B (or C) use it unless $REMBERT_SPM_PATH is set.
+
+t5x-to-hf writes what the Hugging Face client code loads: the tokenizer
+files (AutoTokenizer), the label names of a classification or tagging head
+in config.json (--labels, else --task's, else the run's task's from B's
+config.gin) and a model card, README.md (rembert_t5x/convert/hf_export.py).
 
 Each command refuses a non-empty output directory unless --overwrite, writes
 it atomically and prints one JSON line (tensors, parameters, peak memory).
@@ -58,6 +64,14 @@ def _define_t5x_to_hf(fv: flags.FlagValues) -> None:
   _string(fv, "gin_file", "model gin file (default: its rembert_config.json)")
   flags.DEFINE_integer("hf_vocab_size", None, "pad the vocabulary with zero "
                        "rows to this size", flag_values=fv)
+  _string(fv, "vocab", "SentencePiece model to export (default: the "
+          "MODEL_DIR's sentencepiece.model)")
+  flags.DEFINE_list("labels", None, "class or tag names of the head, in id "
+                    "order, comma-separated (default: --task's)",
+                    flag_values=fv)
+  _string(fv, "task", "SeqIO task or mixture the model was fine-tuned on: "
+          "its label names (default: the run's, from the MODEL_DIR's "
+          "config.gin)")
   _output(fv)
 
 
@@ -91,7 +105,8 @@ def _hf_to_t5x(fv):
 def _t5x_to_hf(fv):
   return checkpoint_io.t5x_to_hf(
       fv.checkpoint_dir, fv.output_dir, gin_file=fv.gin_file,
-      hf_vocab_size=fv.hf_vocab_size, overwrite=fv.overwrite)
+      hf_vocab_size=fv.hf_vocab_size, vocab=fv.vocab, labels=fv.labels,
+      task=fv.task, overwrite=fv.overwrite)
 
 
 def _tf_to_t5x(fv):
