@@ -181,7 +181,7 @@ def bucc_f1(candidates: Sequence[Tuple[Any, Any, float]],
           "f1": 100.0 * f1, "threshold": float(threshold)}
 
 
-def _unify(rows: Sequence[Tuple[str, str]], embeddings: Dict[int, np.ndarray],
+def unify(rows: Sequence[Tuple[str, str]], embeddings: Dict[int, np.ndarray],
            path: str) -> Tuple[np.ndarray, List[Optional[str]]]:
   """XTREME's sentence unification for one side of a BUCC corpus.
 
@@ -232,7 +232,7 @@ def bucc_metric(targets, predictions,
     {"precision", "recall", "f1", "threshold"} as `bucc_f1` gives them.
   """
   sides = _group_by_side(targets, predictions)
-  unified = [_unify(side_rows, side, path)
+  unified = [unify(side_rows, side, path)
              for side_rows, side, path in zip(rows, sides, paths)]
   (source, source_ids), (english, english_ids) = unified
   named = [(source_ids[i], english_ids[j], score)

@@ -13,15 +13,21 @@ r"""From the released RemBERT to Table 16, in one command (README section
 Steps: (1) the Hugging Face directory (--hf_dir, or a tiny one built here),
 (2) `convert_checkpoint.py hf-to-t5x`, (3) `python -m rembert_t5x.experiments.sweep
 --experiment=table15 --xtreme_dir=...` (fine-tune on English, select on
-English dev, evaluate every language), (4) the Table-16-style table with the
-paper's numbers, printed and written to WORKDIR/sweep/sweep.md. Each step
-prints the command that does the same by hand; finished steps are not redone
-when the command is run again with the same WORKDIR.
+English dev, evaluate every language; with `--submission_dir`, the dev sets'
+predictions as an XTREME submission folder, WORKDIR/submission-dev/seed-*/,
+to score with XTREME's evaluate.py), (4) the same sweep again, reusing its
+kept checkpoints, for the test folder WORKDIR/submission-test/seed-*/, and
+the Table-16-style table with the paper's numbers, printed and written to
+WORKDIR/sweep/sweep.md. Each step prints the command that does the same by
+hand; finished steps are not redone when the command is run again with the
+same WORKDIR.
 
 Cost: the plumbing run (all six grids, ~130 per-language tasks, 2 steps, 1
 seed) took 41 minutes wall / 17.5 minutes CPU on a shared, loaded 2-core
 machine, mostly building each task's input pipeline (PAN-X's 40 languages:
-20 minutes); `--tasks=pawsx,tydiqa --languages=de,ar` a few minutes. The
+20 minutes), before the submission folders added a prediction pass per
+split and the retrieval tasks; `--tasks=pawsx,tydiqa --languages=de,ar`
+(with them) 3.5 minutes. The
 real run costs what Table 15's fine-tuning costs (hours per task on an
 accelerator for RemBERT).
 """

@@ -8,6 +8,7 @@ import pytest
 from rembert_t5x.common import errors
 from rembert_t5x import configs
 from rembert_t5x.experiments import sweep
+from rembert_t5x.experiments import sweep_report
 from rembert_t5x import gin_path
 from rembert_t5x import models
 from rembert_t5x import network
@@ -42,7 +43,7 @@ def test_best_learning_rate_is_chosen_on_english_dev_of_selected_checkpoint():
       _record("xnli", 2e-5, 0, 84.0, {"xnli": {"en": 84.0, "de": 60.0}}),
       _record("xnli", 2e-5, 1, 86.0, {"xnli": {"en": 86.0, "de": 64.0}}),
   ]
-  table = sweep.aggregate(records)
+  table = sweep_report.aggregate(records)
   g = table["grids"]["xnli"]
   assert g["best_learning_rate"] == 2e-5
   assert g["learning_rates"]["1e-05"]["dev"] == pytest.approx((80.0, 2 ** 0.5))
@@ -65,7 +66,7 @@ def test_one_squad_model_reports_xquad_and_mlqa_without_key_collisions():
                 "de": {"exact_match": 40.0, "f1": 50.0}},
       "mlqa": {"en": qa}})
   record["evaluations"]["xquad"]["split"] = "test"
-  table = sweep.aggregate([record,
+  table = sweep_report.aggregate([record,
                            _record("panx", 1e-5, 0, 80.0,
                                    {"panx": {"en": 80.0, "de": 70.0}},
                                    metric="f1")])
@@ -74,7 +75,7 @@ def test_one_squad_model_reports_xquad_and_mlqa_without_key_collisions():
   assert table["families"]["xquad"]["split"] == "test"
   assert table["families"]["xquad"]["avg"] == (52.5, 0.0)
   assert table["average"] == pytest.approx((52.5 + 70.0 + 75.0) / 3)
-  text = sweep.markdown(table, "t")
+  text = sweep_report.markdown(table, "t")
   assert "| xquad | test | squad | 3e-05 | 52.5 ± 0.0 | 45.0 ± 0.0 |" in text
   assert "| mlqa | validation | squad | 3e-05 | 70.0 ± 0.0 |  |" in text
   # Family membership comes from the full task name.
@@ -83,14 +84,14 @@ def test_one_squad_model_reports_xquad_and_mlqa_without_key_collisions():
   assert sweep._in_family("rembert_local_mlqa_en", "mlqa")
   assert protocol.task_score({"exact_match": 1.0, "f1": 3.0, "xtreme": 2.0}) == 2.0
   # Reference numbers, when given, go in their own column.
-  text = sweep.markdown(table, "t", paper={"xquad": 61.0})
+  text = sweep_report.markdown(table, "t", paper={"xquad": 61.0})
   assert "| 52.5 ± 0.0 | 45.0 ± 0.0 | 61.0 |" in text
 
 
 def test_ties_pick_the_smaller_rate():
   records = [_record("p", 2e-5, 0, 50.0, {"p": {"en": 50.0}}),
              _record("p", 1e-5, 0, 50.0, {"p": {"en": 50.0}})]
-  assert sweep.aggregate(records)["grids"]["p"]["best_learning_rate"] == 1e-5
+  assert sweep_report.aggregate(records)["grids"]["p"]["best_learning_rate"] == 1e-5
 
 
 def test_grids_batch_sizes_and_splits_are_the_papers():

@@ -82,9 +82,12 @@ def test_local_tasks_make_batches(vocab, xtreme_dir):
   train = mixture.get_dataset(lengths, split="train", shuffle=False)
   assert len(list(train.take(6).as_numpy_iterator())) == 6
 
-  # Unlabelled XTREME test files fail with the reader's clear message.
-  with pytest.raises(ValueError, match=r"test-de.tsv, line 1: field 'label'"):
-    task.get_dataset(lengths, split="test", shuffle=False)
+  # XTREME's test files carry no labels: read for prediction, every label
+  # the placeholder 0 (a test score means nothing; submission folders are
+  # how test predictions leave).
+  test = list(task.get_dataset(lengths, split="test", shuffle=False)
+              .as_numpy_iterator())
+  assert test and all(int(ex["label"]) == 0 for ex in test)
 
 
 def test_local_postprocess_and_metric(vocab, xtreme_dir):

@@ -173,3 +173,37 @@ def test_sources_yield_tf_examples(tmp_path):
   source = readers.pair_source({"validation": bad}, readers.PAWSX_LABEL_IDS)
   with pytest.raises(ValueError, match=r"bad.tsv, line 1: field 'label'"):
     source.get_dataset("validation")
+
+
+def test_sources_read_xtremes_label_less_test_files(tmp_path):
+  # XTREME's test rows: no label column, words without tags.
+  pairs = _write(tmp_path, "test-de.tsv", "a\tb\nc\td\n")
+  source = readers.pair_source({"test": pairs, "validation": pairs},
+                               readers.XNLI_LABEL_IDS)
+  rows = list(source.get_dataset("test").as_numpy_iterator())
+  assert [r["label"] for r in rows] == [readers.PLACEHOLDER_LABEL] * 2
+  # Only the test split: any other needs its labels.
+  with pytest.raises(ValueError, match="field 'label' is missing"):
+    source.get_dataset("validation")
+  tags = _write(tmp_path, "tags.tsv", "de:Berlin\n\nde:ja\nde:nein\n")
+  source = readers.tagging_source({"test": tags}, ("O", "B-LOC"),
+                                  strip_prefix="de:")
+  rows = list(source.get_dataset("test").as_numpy_iterator())
+  assert [list(r["tokens"]) for r in rows] == [[b"Berlin"], [b"ja", b"nein"]]
+  assert [list(r["tags"]) for r in rows] == [[0], [0, 0]]
+  # A file with some labels missing is damaged, not XTREME's test file.
+  mixed = _write(tmp_path, "mixed.tsv", "Berlin\tB-LOC\nja\n")
+  source = readers.tagging_source({"test": mixed}, ("O", "B-LOC"))
+  with pytest.raises(ValueError, match="mixed.tsv: 1 of 1 examples lack"):
+    source.get_dataset("test")
+
+
+def test_squad_source_reads_blanked_answers(tmp_path):
+  path = _write(tmp_path, "q.json", (
+      '{"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context":'
+      ' "Hello.", "qas": [{"id": "q1", "question": "?", "answers": '
+      '[{"answer_start": 0, "text": ""}]}]}]}]}'))
+  rows = list(readers.squad_source(path, "test").get_dataset(
+      "test").as_numpy_iterator())
+  assert [(r["id"], list(r["answers"]["text"])) for r in rows] == [
+      (b"q1", [b""])]

@@ -3,9 +3,12 @@
 scripts/xtreme_road.py's steps on two families (PAWS-X: pairs; TyDiQA-GoldP:
 QA) and two languages besides English, one fine-tuning step each: a tiny
 random Hugging Face RemBERT whose vocabulary has the released layout, its
-conversion, the table15 sweep over a tiny XTREME folder, the table.
+conversion, the table15 sweep over a tiny XTREME folder, the table, and the
+dev and test submission folders (the dev one checked against the sweep's own
+per-language numbers, as XTREME's `evaluate.py` would score it).
 """
 
+import csv
 import json
 
 import pytest
@@ -13,12 +16,35 @@ import seqio
 
 from rembert_t5x.data import pieces
 from rembert_t5x.data import vocabulary
+from rembert_t5x.data import xtreme_readers
+from rembert_t5x.experiments import submission
+from rembert_t5x.experiments import sweep
+from rembert_t5x.experiments import xtreme_local
 from rembert_t5x.experiments import xtreme_road
+from rembert_t5x import metrics
 from tests import test_utils
 
-# Minutes on a loaded 2-core machine (2-3 idle-ish: a vocabulary, a model,
-# two fine-tunes, ~10 task pipelines); `-m 'not slow'` leaves it out.
-pytestmark = pytest.mark.slow
+
+def test_tiny_folder_holds_what_the_sweep_reads_with_english_added(
+    tmp_path):
+  data = test_utils.shared_data_dir("tatoeba").parent
+  xtreme_road.write_tiny_xtreme(str(tmp_path), str(data), ["squad"],
+                                examples=3, qa_paragraphs=1,
+                                languages=["de", "zh"])
+  spec = xtreme_local.local_spec(sweep.EXPERIMENTS["table15"]["squad"])
+  # The sweep keeps English (XQuAD's and MLQA's English files included).
+  xtreme_local.check_files(str(tmp_path), [spec], ["en", "de", "zh"])
+  assert (tmp_path / "xquad/xquad.en.json").is_file()
+  # Test files as XTREME's: MLQA's answers blanked; retrieval files.
+  test = json.loads((tmp_path / "mlqa/MLQA_V1/test/"
+                     "test-context-de-question-de.json").read_text())
+  answers = [a for art in test["data"] for p in art["paragraphs"]
+             for q in p["qas"] for a in q["answers"]]
+  assert answers and all(a["text"] == "" for a in answers)
+  english = (tmp_path / "tatoeba/de-en.en").read_text().splitlines()
+  assert english == sorted(english) and len(english) == 3
+  assert (tmp_path / "bucc2018/de-en.dev.gold").is_file()
+  assert (tmp_path / "bucc2018/zh-en.test.zh").is_file()
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +59,9 @@ def road(tmp_path_factory):
   return result, logs
 
 
+# Minutes on a loaded 2-core machine (a vocabulary, a model, two fine-tunes,
+# ~20 task pipelines); `-m 'not slow'` leaves them out.
+@pytest.mark.slow
 def test_released_layout_ids_reach_the_model(road):
   result, _ = road
   spm_file = f"{result['model_dir']}/{pieces.VOCABULARY_FILENAME}"
@@ -52,6 +81,7 @@ def test_released_layout_ids_reach_the_model(road):
     assert 313 in tokens.tolist(), task  # [SEP]
 
 
+@pytest.mark.slow
 def test_results_per_language_with_selection_and_paper(road):
   result, logs = road
   table = result["table"]
@@ -82,3 +112,51 @@ def test_results_per_language_with_selection_and_paper(road):
   assert "SYNTHETIC" in manifest["note"]
   assert "tydiqa/tydiqa-goldp-v1.1-dev/tydiqa.goldp.ar.dev.json" in (
       manifest["files"])
+
+
+def _pawsx_dev_labels(xtreme_dir, lang):
+  with open(f"{xtreme_dir}/pawsx/dev-{lang}.tsv", encoding="utf-8") as f:
+    return [row[2] for row in csv.reader(f, delimiter="\t")]
+
+
+@pytest.mark.slow
+def test_dev_folder_scores_as_the_sweep_and_test_folder_is_complete(road):
+  result, logs = road
+  xtreme = result["xtreme_dir"]
+  dev = f"{result['submissions']['dev']}/seed-0"
+  test = f"{result['submissions']['test']}/seed-0"
+  languages = result["table"]["families"]
+  for lang in ("de", "en"):
+    # What XTREME's `accuracy` computes from the two files.
+    predicted = open(f"{dev}/pawsx/test-{lang}.tsv").read().splitlines()
+    gold = _pawsx_dev_labels(xtreme, lang)
+    score = 100 * sum(p == g for p, g in zip(predicted, gold)) / len(gold)
+    assert score == pytest.approx(languages["pawsx"]["languages"][lang][0])
+  for lang in ("ar", "en"):
+    # XTREME scores TyDiQA-GoldP with the SQuAD v1.1 script: ours is it.
+    scores = metrics.evaluate_prediction_file(
+        submission.input_file(xtreme, "tydiqa", "dev", lang),
+        f"{dev}/tydiqa/test-{lang}.json")
+    assert metrics.xtreme_qa_score(scores) == pytest.approx(
+        languages["tydiqa"]["languages"][lang][0])
+  # Test: XTREME's label-less files, every language, one line per example.
+  for lang in ("de", "en"):
+    rows = xtreme_readers.read_pair_tsv(f"{xtreme}/pawsx/test-{lang}.tsv",
+                                        xtreme_readers.PAWSX_LABEL_IDS,
+                                        require_labels=False)
+    lines = open(f"{test}/pawsx/test-{lang}.tsv").read().splitlines()
+    assert len(lines) == len(rows) and set(lines) <= {"0", "1"}
+  manifest = json.loads(open(f"{test}/{submission.MANIFEST}").read())
+  assert manifest["split"] == "test"
+  assert manifest["tasks"] == {"bucc2018": ["de"], "pawsx": ["de", "en"],
+                               "tatoeba": ["ar", "de"],
+                               "tydiqa": ["ar", "en"]}
+  assert "xnli" in manifest["missing"]
+  tatoeba = open(f"{test}/tatoeba/test-de.tsv").read().split()
+  assert len(tatoeba) == 4 and all(0 <= int(i) < 4 for i in tatoeba)
+  for line in open(f"{dev}/bucc2018/test-de.tsv").read().splitlines():
+    source, english = line.split("\t")
+    assert source.startswith("de-") and english.startswith("en-")
+  assert any("--submission_split=test" in c for c in result["commands"])
+  assert any("--submission_dir=" in c and "--runner=t5x" in c
+             for c in result["commands"])

@@ -58,6 +58,7 @@ from rembert_t5x.common import errors
 from rembert_t5x.common import io_utils
 from rembert_t5x import configs
 from rembert_t5x.experiments import sweep
+from rembert_t5x.experiments import sweep_report
 from rembert_t5x import layer_stacking
 from rembert_t5x import network
 from rembert_t5x.runner import checkpoints
@@ -157,7 +158,7 @@ def drop_layers(workdir: str, config: network.RemBertConfig, pretrained: str,
           f"{sweep.resolve_steps(task)} steps")
       sweep.run_point(sub, point, layer_config(config, l), pretrained)
     record = json.loads(path.read_text())
-    scores = sweep.family_scores(record)[task.evaluations[0].family]
+    scores = sweep_report.family_scores(record)[task.evaluations[0].family]
     zero = [v for lang, v in scores.items() if lang != task.train_language]
     rows.append({"layers": l, "scores": scores,
                  "train_language": scores[task.train_language],
@@ -377,7 +378,7 @@ def markdown(result: Mapping[str, Any]) -> str:
   if result["mode"] == "drop_layers":
     head = (f"# Dropping layers: {result['task']} fine-tuned from the first l "
             f"of {result['total_layers']} pre-trained layers (lr "
-            f"{sweep.format_lr(result['learning_rate'])}, seed "
+            f"{sweep_report.format_lr(result['learning_rate'])}, seed "
             f"{result['seed']})")
     key, extra = "layers", ["zero-shot avg"]
   else:

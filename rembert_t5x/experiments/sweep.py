@@ -52,6 +52,11 @@ grid point, a `t5x.train` command (the run file derives TRAIN_STEPS from the
 dataset and BATCH_SIZE, checkpoints and evaluates English dev every epoch),
 the selection command (`protocol select`) and one `t5x.eval` command per
 family on the selected checkpoint.
+
+`--submission_dir=OUT` (with `--xtreme_dir`) writes XTREME submission folders
+`OUT/seed-<s>/<task>/test-<lang>.<ext>` of the `--submission_split` from each
+grid's best learning rate, BUCC and Tatoeba from `--pretrained` (`submission`);
+with `--runner=t5x` it prints `t5x.infer` on $BEST and the folder commands.
 """
 
 import dataclasses
@@ -65,7 +70,6 @@ import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 from absl import flags
-import numpy as np
 
 from rembert_t5x.common import cli
 from rembert_t5x.common import errors
@@ -73,7 +77,7 @@ from rembert_t5x.common import io_utils
 from rembert_t5x import configs
 from rembert_t5x.data import synthetic
 from rembert_t5x.experiments import paper_reference
-from rembert_t5x.experiments.uncertainty import mean_std
+from rembert_t5x.experiments import sweep_report
 from rembert_t5x import protocol
 from rembert_t5x.runner import checkpoints
 
@@ -251,12 +255,7 @@ class GridPoint:
 
   @property
   def key(self) -> str:
-    return f"{self.task.name}/lr={format_lr(self.learning_rate)}/seed={self.seed}"
-
-
-def format_lr(lr: float) -> str:
-  """A short, stable spelling: 3e-05 -> '3e-05', 0.0005 -> '5e-04'."""
-  return f"{lr:.0e}" if float(f"{lr:.0e}") == lr else repr(lr)
+    return f"{self.task.name}/lr={sweep_report.format_lr(self.learning_rate)}/seed={self.seed}"
 
 
 def expand_grid(tasks: Mapping[str, TaskSpec],
@@ -265,215 +264,6 @@ def expand_grid(tasks: Mapping[str, TaskSpec],
   """Every (task, learning rate, seed); `learning_rates` overrides the grids."""
   return [GridPoint(t, lr, s) for t in tasks.values()
           for lr in (learning_rates or t.learning_rates) for s in seeds]
-
-
-# --------------------------------------------------------------------------
-# Aggregation (pure functions over results records)
-# --------------------------------------------------------------------------
-
-def family_scores(record: Mapping[str, Any]) -> Dict[str, Dict[str, float]]:
-  """{family: {language: score}} of one grid point's results record.
-
-  Rows come from full task names (`rembert_mlqa_en` and `rembert_squad_en`
-  are different families), so no language of one family overwrites another.
-  """
-  # Deferred: the runner imports seqio and TensorFlow (seconds), which the
-  # tables and --help do not need.
-  from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
-  out = {}
-  for family, ev in record["evaluations"].items():
-    out[family] = {eval_lib.task_language(t): protocol.task_score(m)
-                   for t, m in ev["tasks"].items()}
-  return out
-
-
-def aggregate(records: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
-  """The results table from per-grid-point results.
-
-  Args:
-    records: one per (grid, learning rate, seed), as `run_point` writes:
-      {"task", "learning_rate", "seed", "train_language",
-       "selection": {"task", "step", "scores": {step: score}},
-       "evaluations": {family: {"mixture", "split",
-                                "tasks": {task name: {metric: value}}}}}.
-
-  Returns:
-    {"grids": {grid: {"best_learning_rate", "train_language",
-       "selection_task", "learning_rates": {lr: {"dev": [mean, std],
-       "seeds": n, "selected_steps": [...]}}}},
-     "families": {family: {"grid", "split", "train_language",
-       "languages": {lang: [mean, std]}, "avg": [mean, std],
-       "zero_shot_avg": [mean, std] or None}},
-     "average": mean over families of "avg"}.
-    The best learning rate of a grid maximises the English-dev score of the
-    selected checkpoint, averaged over seeds (ties: the smaller rate).
-    Family numbers are those of the best rate, mean ± std over its seeds;
-    "avg" is the mean over the family's languages (training language
-    included, as XTREME reports), "zero_shot_avg" leaves it out.
-  """
-  by_grid: Dict[str, Dict[float, List[Mapping[str, Any]]]] = {}
-  for r in records:
-    by_grid.setdefault(r["task"], {}).setdefault(
-        float(r["learning_rate"]), []).append(r)
-  out: Dict[str, Any] = {"grids": {}, "families": {}}
-  for grid, by_lr in sorted(by_grid.items()):
-    first = next(iter(by_lr.values()))[0]
-    summary = {}
-    for lr, runs in sorted(by_lr.items()):
-      dev = []
-      for r in runs:
-        sel = r["selection"]
-        dev.append(sel["scores"][str(sel["step"])])
-      summary[lr] = {"dev": mean_std(dev), "seeds": len(runs),
-                     "selected_steps": [r["selection"]["step"] for r in runs]}
-    best = max(sorted(summary), key=lambda lr: summary[lr]["dev"][0])
-    out["grids"][grid] = {
-        "best_learning_rate": best,
-        "train_language": first["train_language"],
-        "selection_task": first["selection"]["task"],
-        "learning_rates": {format_lr(lr): v for lr, v in summary.items()}}
-    runs = by_lr[best]
-    per_seed = [family_scores(r) for r in runs]
-    train_lang = first["train_language"]
-    for family, ev in first["evaluations"].items():
-      scores = [s[family] for s in per_seed]
-      langs = sorted(set().union(*scores))
-      if not langs:
-        raise ValueError(f"grid {grid}: family {family} has no results")
-      zero_shot = [l for l in langs if l != train_lang]
-      out["families"][family] = {
-          "grid": grid, "split": ev["split"], "train_language": train_lang,
-          "languages": {l: mean_std([s[l] for s in scores if l in s])
-                        for l in langs},
-          "avg": mean_std([np.mean(list(s.values())) for s in scores]),
-          "seed_avgs": {str(r["seed"]): float(np.mean(list(s.values())))
-                        for r, s in zip(runs, scores)},
-          "zero_shot_avg": mean_std([np.mean([s[l] for l in zero_shot])
-                                     for s in scores]) if zero_shot else None}
-  averages = [f["avg"][0] for f in out["families"].values()]
-  out["average"] = float(np.mean(averages)) if averages else None
-  # The spread of the overall average: per seed, the mean over families
-  # (seeds every family has; grids share their seeds).
-  seeds = (set.intersection(*(set(f["seed_avgs"])
-                              for f in out["families"].values()))
-           if out["families"] else set())
-  out["average_std"] = mean_std(
-      [np.mean([f["seed_avgs"][s] for f in out["families"].values()])
-       for s in sorted(seeds)])[1] if seeds else None
-  return out
-
-
-def _pm(pair) -> str:
-  return "" if pair is None else f"{pair[0]:.1f} ± {pair[1]:.1f}"
-
-
-def markdown(table: Mapping[str, Any], title: str,
-             paper: Optional[paper_reference.PaperResults] = None) -> str:
-  """sweep.md: the Table-16-style summary, one row per family, then per grid
-  its LR grid and per family its language table.
-
-  Args:
-    table: `aggregate` output.
-    title: heading.
-    paper: optional reference numbers per family (and "average"), shown in
-      the Table-16-style table and a "paper" column (`--paper_results`;
-      `--experiment=table15` defaults to the paper's own,
-      `paper_reference.PAPER_RESULTS`).
-  """
-  families, grids = table["families"], table["grids"]
-  paper = paper_reference.as_results(paper)
-  paper_col = paper is not None
-  lines = [f"# {title}", "",
-           "Scores: accuracy / F1 / XTREME QA (EM + F1) / 2, mean ± std over "
-           "seeds, at the learning rate and checkpoint with the best English "
-           "dev score; a family's score is the mean over its languages.", ""]
-  lines += paper_reference.table16_lines(table, paper)
-  if paper_col:
-    lines += ["", f"Paper: {paper.source or 'reference numbers'}"
-              + (f" Measured on: {paper.split}." if paper.split else "")
-              + " QA cells: (EM + F1) / 2 (EM / F1)."]
-  lines += ["",
-            "| family | split | grid | best lr | avg (all langs) | zero-shot avg |"
-            + (" paper |" if paper_col else ""),
-            "|---|---|---|---|---|---|" + ("---|" if paper_col else "")]
-
-  def ref(key):
-    if not paper_col:
-      return ""
-    return f" {paper.scores[key]:.1f} |" if key in paper.scores else " |"
-
-  for name, f in families.items():
-    lr = format_lr(grids[f["grid"]]["best_learning_rate"])
-    lines.append(f"| {name} | {f['split']} | {f['grid']} | {lr} | "
-                 f"{_pm(f['avg'])} | {_pm(f['zero_shot_avg'])} |{ref(name)}")
-  if table.get("average") is not None:
-    lines.append(f"| **average over families** | | | | "
-                 f"{table['average']:.1f} | |{ref('average')}")
-  for name, g in grids.items():
-    lines += ["", f"## {name}: learning rates (selected on "
-              f"{g['selection_task']}, validation)", "",
-              "| learning rate | English dev | seeds | selected steps |",
-              "|---|---|---|---|"]
-    for lr, v in g["learning_rates"].items():
-      best = " **(best)**" if float(lr) == g["best_learning_rate"] else ""
-      steps = ", ".join(map(str, v["selected_steps"]))
-      lines.append(f"| {lr}{best} | {_pm(v['dev'])} | {v['seeds']} | "
-                   f"{steps} |")
-  for name, f in families.items():
-    lines += ["", f"## {name} ({f['split']}, trained on "
-              f"{f['train_language']})", "", "| language | score |",
-              "|---|---|"]
-    for lang, v in f["languages"].items():
-      note = " (train)" if lang == f["train_language"] else ""
-      lines.append(f"| {lang}{note} | {_pm(v)} |")
-    lines.append(f"| **avg** | {_pm(f['avg'])} |")
-  return "\n".join(lines) + "\n"
-
-
-def plot(table: Mapping[str, Any], path: pathlib.Path, title: str) -> None:
-  """One panel per family: per-language score, error bars = std."""
-  # Deferred: only plots need matplotlib.
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-
-  families = table["families"]
-  fig, axes = plt.subplots(1, max(len(families), 1), squeeze=False,
-                           figsize=(max(4, 3.5 * len(families)), 3.5))
-  for ax, (name, f) in zip(axes[0], families.items()):
-    langs = list(f["languages"])
-    means = [f["languages"][l][0] for l in langs]
-    stds = [f["languages"][l][1] for l in langs]
-    colors = ["tab:orange" if l == f["train_language"] else "tab:blue"
-              for l in langs]
-    ax.bar(range(len(langs)), means, yerr=stds, color=colors, capsize=3)
-    ax.axhline(f["avg"][0], color="k", linestyle="--", linewidth=1)
-    ax.set_xticks(range(len(langs)))
-    ax.set_xticklabels(langs, rotation=90 if len(langs) > 12 else 0)
-    lr = format_lr(table["grids"][f["grid"]]["best_learning_rate"])
-    ax.set_title(f"{name} {f['split']} (lr {lr}, avg {f['avg'][0]:.1f})",
-                 fontsize=9)
-  fig.suptitle(title, fontsize=10)
-  fig.tight_layout()
-  tmp = path.with_name(f".{path.name}.tmp.png")
-  fig.savefig(tmp, dpi=100)
-  plt.close(fig)
-  tmp.replace(path)
-
-
-def write_outputs(workdir: str, records: Sequence[Mapping[str, Any]],
-                  title: str, paper: Optional[paper_reference.PaperResults] = None
-                  ) -> Dict[str, Any]:
-  """Aggregates and writes sweep.json, sweep.md and sweep.png."""
-  out = pathlib.Path(workdir)
-  table = aggregate(records)
-  reference = None if paper is None else dataclasses.asdict(paper)
-  io_utils.atomic_write_text(out / "sweep.json", json.dumps(
-      {"title": title, **table, "paper": reference, "runs": list(records)},
-      indent=1) + "\n")
-  io_utils.atomic_write_text(out / "sweep.md", markdown(table, title, paper))
-  plot(table, out / "sweep.png", title)
-  return table
 
 
 # --------------------------------------------------------------------------
@@ -517,9 +307,10 @@ def _in_family(task_name: str, family: str) -> bool:
 
 
 def run_point(workdir: str, point: GridPoint, config, pretrained: str,
-              keep_checkpoints: bool = False) -> Dict[str, Any]:
+              keep_checkpoints: bool = False, request=None) -> Dict[str, Any]:
   """Fine-tunes one grid point, selects its checkpoint on English dev,
-  evaluates every family with it; writes its results.json."""
+  evaluates every family with it; writes its results.json (and with a
+  `submission.Request`, its predictions of the request's split)."""
   # Deferred: the runner imports seqio and TensorFlow (seconds), which the
   # tables and --help do not need.
   from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
@@ -553,6 +344,11 @@ def run_point(workdir: str, point: GridPoint, config, pretrained: str,
         "mixture": ev.mixture, "split": ev.split,
         "tasks": {t: m for t, m in sorted(results.items())
                   if _in_family(t, ev.family)}}
+  if request is not None:
+    # Deferred: it imports the task modules (seqio, TensorFlow).
+    from rembert_t5x.experiments import submission  # pylint: disable=g-import-not-at-top
+    submission.write_run_predictions(request, path.parent, spec, model,
+                                     params, lengths)
   record = {
       "task": spec.name, "learning_rate": point.learning_rate,
       "seed": point.seed, "train_language": spec.train_language,
@@ -570,8 +366,10 @@ def run_point(workdir: str, point: GridPoint, config, pretrained: str,
 def run_local(workdir: str, points: Sequence[GridPoint], config,
               pretrained: str, title: str, log: Callable[[str], None] = print,
               keep_checkpoints: bool = False,
-              paper: Optional[paper_reference.PaperResults] = None) -> Dict[str, Any]:
-  """Runs every grid point without results yet, then aggregates them all."""
+              paper: Optional[paper_reference.PaperResults] = None,
+              request=None) -> Dict[str, Any]:
+  """Runs every grid point without results yet, then aggregates them all;
+  with a `submission.Request`, then writes its submission folders."""
   records = []
   for i, point in enumerate(points):
     path = results_path(workdir, point)
@@ -580,9 +378,17 @@ def run_local(workdir: str, points: Sequence[GridPoint], config,
     else:
       log(f"[{i + 1}/{len(points)}] {point.key}: fine-tuning")
       run_point(workdir, point, config, pretrained,
-                keep_checkpoints=keep_checkpoints)
+                keep_checkpoints=keep_checkpoints, request=request)
     records.append(json.loads(path.read_text()))
-  return write_outputs(workdir, records, title, paper)
+  table = sweep_report.write_outputs(workdir, records, title, paper)
+  if request is not None:
+    # Deferred: it imports the task modules (seqio, TensorFlow).
+    from rembert_t5x.experiments import submission  # pylint: disable=g-import-not-at-top
+    runs = [(p.task, p.learning_rate, p.seed, results_path(workdir, p).parent,
+             make_model(p.task, config), r) for p, r in zip(points, records)]
+    submission.write_sweep_folders(request, runs, table, config, pretrained,
+                                   log)
+  return table
 
 
 def _gin_str(key: str, value: str) -> str:
@@ -594,8 +400,8 @@ def _gin_str(key: str, value: str) -> str:
 
 
 def t5x_commands(workdir: str, points: Sequence[GridPoint], model_gin: str,
-                 pretrained: str, xtreme_dir: Optional[str] = None
-                 ) -> List[str]:
+                 pretrained: str, xtreme_dir: Optional[str] = None,
+                 request=None) -> List[str]:
   """Shell lines for T5X: per grid point train, select, evaluate.
 
   - `t5x.train` with the grid's run file: TRAIN_STEPS is derived there from
@@ -613,8 +419,13 @@ def t5x_commands(workdir: str, points: Sequence[GridPoint], model_gin: str,
   local by `xtreme_local.prepare`) the second line exports
   $REMBERT_XTREME_DIR, which makes `rembert_tasks` register the
   `rembert_local_*` tasks over that folder in every process.
+  With a `submission.Request`: `t5x.infer` of every evaluated language on
+  $BEST, and at the end, per seed, the command writing its folder.
   The first line is `set -e`: pipe the output to `bash`.
   """
+  if request is not None:
+    # Deferred: it imports the task modules (seqio, TensorFlow).
+    from rembert_t5x.experiments import submission  # pylint: disable=g-import-not-at-top
   lines = ["set -e"]
   if xtreme_dir:
     # Deferred: it imports the task modules (seqio, TensorFlow).
@@ -651,6 +462,13 @@ def t5x_commands(workdir: str, points: Sequence[GridPoint], model_gin: str,
           _gin_str("MIXTURE_OR_TASK_NAME", ev.mixture),
           _gin_str("EVAL_OUTPUT_DIR", f"{model_dir}/eval_{ev.family}"),
           _gin_str("utils.DatasetConfig.split", ev.split)]))
+    if request is not None:
+      lines += submission.t5x_infer_lines(spec, model_dir, model_gin,
+                                          request.split)
+  if request is not None:
+    lines += submission.t5x_folder_lines(request, [
+        (p.task.name, p.learning_rate, p.seed,
+         f"{workdir.rstrip('/')}/runs/{p.key}") for p in points])
   return lines
 
 
@@ -688,6 +506,12 @@ def _define_flags(fv: flags.FlagValues) -> None:
          "kept), e.g. for a quick check or a partial download")
   flags.DEFINE_bool("keep_checkpoints", False, "keep every run's "
                     "checkpoints", flag_values=fv)
+  string("submission_dir", None, "with --xtreme_dir: write XTREME submission "
+         "folders SUBMISSION_DIR/seed-<s>/<task>/test-<lang>.<ext> "
+         "(--runner=t5x: print the commands that do)")
+  flags.DEFINE_enum("submission_split", "test", ["test", "dev"], "the split "
+                    "--submission_dir predicts (files are named test- either "
+                    "way)", flag_values=fv)
   string("paper_results", None, "JSON file of reference numbers shown beside "
          "ours (default for table15: the paper's Table 16, "
          "rembert_t5x/experiments/paper_results/rembert_xtreme.json; 'none' "
@@ -750,6 +574,17 @@ def _main(args) -> None:
     tasks = xtreme_local.prepare(args.xtreme_dir, tasks, languages)
   elif args.languages:
     raise errors.UserError("--languages needs --xtreme_dir")
+  request = None
+  if args.submission_dir:
+    if not args.xtreme_dir:
+      raise errors.UserError("--submission_dir needs --xtreme_dir (the XTREME "
+                             "files the predictions follow)")
+    # Deferred: it imports the task modules (seqio, TensorFlow).
+    from rembert_t5x.experiments import submission  # pylint: disable=g-import-not-at-top
+    request = submission.Request(
+        args.submission_dir, os.path.abspath(args.xtreme_dir),
+        args.submission_split, tuple(languages) if languages else None)
+    submission.check_inputs(request, list(tasks.values()))
   points = expand_grid(tasks, _floats(args.learning_rates),
                        [int(s) for s in args.seeds.split(",")])
   model_gin = args.model_gin or (
@@ -758,7 +593,7 @@ def _main(args) -> None:
     print("\n".join(t5x_commands(
         args.workdir, points,
         model_gin or "gin_configs/models/paper/rembert.gin", args.pretrained,
-        xtreme_dir=args.xtreme_dir)))
+        xtreme_dir=args.xtreme_dir, request=request)))
     return
   vocab_size = args.vocab_size
   if args.experiment == "demo":
@@ -773,8 +608,9 @@ def _main(args) -> None:
     config = dataclasses.replace(config, vocab_size=vocab_size)
   table = run_local(args.workdir, points, config, args.pretrained,
                     f"Sweep {args.experiment} ({config_source})",
-                    keep_checkpoints=args.keep_checkpoints, paper=paper)
-  print(markdown(table, f"Sweep {args.experiment}", paper))
+                    keep_checkpoints=args.keep_checkpoints, paper=paper,
+                    request=request)
+  print(sweep_report.markdown(table, f"Sweep {args.experiment}", paper))
 
 
 if __name__ == "__main__":

@@ -18,13 +18,17 @@
      fine-tune on English with the paper's batch sizes and learning rates,
      select each run's checkpoint on English dev, evaluate every language
      on its family's split;
-  4. the Table-16-style table, ours beside the paper's numbers.
+  4. the Table-16-style table, ours beside the paper's numbers, and XTREME
+     submission folders (`submission`) of the dev sets (to score with
+     XTREME's `evaluate.py`) and of the test sets (the leaderboard's), from
+     a second sweep call that reuses the first one's kept checkpoints.
 
 Without `xtreme_dir`, a tiny folder in XTREME's exact layouts is written
 (`write_tiny_xtreme`): XQuAD is the real data of `data_dir` (a few
 paragraphs per language); every other file holds real sentences of
-`data_dir` (Tatoeba, XQuAD's English) with SYNTHETIC labels, so such a run
-exercises every command and its scores mean nothing.
+`data_dir` (Tatoeba, XQuAD's English) with SYNTHETIC labels, and the test
+files are label-less as XTREME's, so such a run exercises every command and
+its scores mean nothing.
 """
 
 import csv
@@ -40,6 +44,7 @@ from rembert_t5x.convert import checkpoint_io
 from rembert_t5x.data import pieces
 from rembert_t5x.data import vocabulary
 from rembert_t5x.data import xtreme_readers
+from rembert_t5x.experiments import submission
 from rembert_t5x.experiments import sweep
 from rembert_t5x.experiments import xtreme_local
 
@@ -181,9 +186,29 @@ def _pos_tag(i: int, word: str) -> str:
 
 
 def _tag_rows(sentences: Sequence[str], tag) -> str:
-  blocks = ["\n".join(f"{w}\t{tag(i, w)}" for i, w in enumerate(_words(s)))
+  """`word<TAB>tag` lines; `tag=None`: words only (XTREME's test files)."""
+  blocks = ["\n".join(w if tag is None else f"{w}\t{tag(i, w)}"
+                      for i, w in enumerate(_words(s)))
             for s in sentences]
   return "\n\n".join(blocks) + "\n"
+
+
+def _blank_answers(paragraphs: Sequence[Mapping]) -> List[Mapping]:
+  """XTREME's hidden QA sets: every answer "" at 0
+  (`utils_preprocess.remove_qa_test_annotations`)."""
+  return [{"context": p["context"], "qas": [
+      {"id": q["id"], "question": q["question"],
+       "answers": [{"answer_start": 0, "text": ""}]} for q in p["qas"]]}
+          for p in paragraphs]
+
+
+def _with_english(languages: Optional[Sequence[str]]
+                  ) -> Optional[List[str]]:
+  # The sweep always evaluates English (`xtreme_local.prepare`), so the
+  # folder needs its files (XQuAD's and MLQA's English ones included).
+  if languages is None or "en" in languages:
+    return None if languages is None else list(languages)
+  return ["en", *languages]
 
 
 def _squad_json(paragraphs: Sequence[Mapping], title: str) -> str:
@@ -225,12 +250,14 @@ def write_tiny_xtreme(out_dir: str, data_dir: str, grids: Sequence[str],
                       ) -> Dict[str, object]:
   """Writes the files the grids read, in XTREME's download layout.
 
-  Every file `xtreme_local.required_files` lists for the grids is written:
-  pair and tagging files from `examples` real sentences per language (the
-  English training set twice that), QA from XQuAD (`qa_paragraphs`
-  paragraphs per language; SQuAD train/dev and MLQA dev are XQuAD
-  paragraphs too) and TyDi cloze questions over real sentences. Labels are
-  synthetic (`SYNTHETIC_NOTE`).
+  Every file `xtreme_local.required_files` lists for the grids is written
+  (English always included, as the sweep evaluates it): pair and tagging
+  files from `examples` real sentences per language (the English training
+  set twice that), QA from XQuAD (`qa_paragraphs` paragraphs per language;
+  SQuAD train/dev and MLQA dev are XQuAD paragraphs too) and TyDi cloze
+  questions over real sentences. Labels are synthetic (`SYNTHETIC_NOTE`).
+  Then the test files a submission reads (`_write_test_files`) and the
+  Tatoeba and BUCC files (`_write_retrieval`).
 
   Returns:
     A manifest {"note", "files": {relative path: origin}}.
@@ -244,6 +271,7 @@ def write_tiny_xtreme(out_dir: str, data_dir: str, grids: Sequence[str],
     path.write_text(text, encoding="utf-8")
     origins[rel] = origin
 
+  languages = _with_english(languages)
   pair_labels = {"xnli": xtreme_readers.XNLI_LABELS,
                  "pawsx": sorted(xtreme_readers.PAWSX_LABEL_IDS)}
   specs = sweep.EXPERIMENTS["table15"]
@@ -280,10 +308,81 @@ def write_tiny_xtreme(out_dir: str, data_dir: str, grids: Sequence[str],
                                                  qa_paragraphs), family),
               f"{data_dir}/xquad/xquad.{lang}.json, paragraphs "
               f"{start}-{start + qa_paragraphs - 1}")
+  _write_test_files(root, data_dir, grids, examples, qa_paragraphs,
+                    languages, write)
+  _write_retrieval(data_dir, examples, languages, write)
   manifest = {"note": SYNTHETIC_NOTE, "files": origins}
   (root / "MANIFEST.json").write_text(json.dumps(manifest, indent=1,
                                                  ensure_ascii=False))
   return manifest
+
+
+def _write_test_files(root: pathlib.Path, data_dir: str,
+                      grids: Sequence[str], examples: int, qa_paragraphs: int,
+                      languages: Optional[Sequence[str]], write) -> None:
+  """The test files of the grids' families, label-less as XTREME's (XQuAD
+  and TyDiQA-GoldP test on the files the sweep reads)."""
+  for grid in grids:
+    for ev in sweep.EXPERIMENTS["table15"][grid].evaluations:
+      for lang in submission.required_languages(ev.family, "test",
+                                                languages):
+        path = submission.input_file(str(root), ev.family, "test", lang)
+        if os.path.isfile(path):
+          continue
+        rel = os.path.relpath(path, root)
+        if ev.family == "mlqa":
+          write(rel, _squad_json(_blank_answers(_xquad_paragraphs(
+              data_dir, lang, 0, qa_paragraphs)), "mlqa"),
+                f"{data_dir}/xquad/xquad.{lang}.json, answers blanked")
+          continue
+        sents, origin = _sentences(data_dir, lang, examples, examples * 3)
+        if ev.family in ("xnli", "pawsx"):
+          buf = io.StringIO()
+          csv.writer(buf, delimiter="\t", lineterminator="\n").writerows(
+              zip(sents, sents[1:] + sents[:1]))
+          text = buf.getvalue()
+        else:
+          text = _tag_rows(sents, None)
+        write(rel, text, f"{origin}, no labels")
+
+
+def _write_retrieval(data_dir: str, examples: int,
+                     languages: Optional[Sequence[str]], write) -> None:
+  """Tatoeba in XTREME's layout (`{lang}-en.{lang}`, the English side
+  sorted) and BUCC 2018 dev (with gold) and test, from real Tatoeba pairs."""
+  for task in submission.RETRIEVAL_TASKS:
+    for lang in submission.required_languages(task, "test", languages):
+      code = _tatoeba_code(lang)
+      if code is None:
+        continue
+      source_path, english_path = xtreme_readers.tatoeba_files(
+          data_dir, code)
+      if not (os.path.isfile(source_path) and os.path.isfile(english_path)):
+        continue
+      pairs = [p for p in xtreme_readers.read_parallel_lines(
+          source_path, english_path) if "\t" not in "".join(p)]
+      if task == "tatoeba":
+        chosen = pairs[:examples]
+        write(f"tatoeba/{lang}-en.{lang}",
+              "".join(f"{s}\n" for s, _ in chosen), source_path)
+        write(f"tatoeba/{lang}-en.en",
+              "".join(f"{e}\n" for e in sorted(e for _, e in chosen)),
+              f"{english_path}, sorted as XTREME")
+        continue
+      for k, split in enumerate(("dev", "test")):
+        chosen = pairs[(k + 1) * examples:(k + 2) * examples]
+        base = f"bucc2018/{lang}-en.{split}"
+        write(f"{base}.{lang}", "".join(
+            f"{lang}-{i:09d}\t{s}\n" for i, (s, _) in enumerate(chosen)),
+              source_path)
+        # English in another order, so mining is not the identity.
+        write(f"{base}.en", "".join(
+            f"en-{i:09d}\t{chosen[i][1]}\n" for i in reversed(
+                range(len(chosen)))), english_path)
+        if split == "dev":
+          write(f"{base}.gold", "".join(
+              f"{lang}-{i:09d}\ten-{i:09d}\n" for i in range(len(chosen))),
+                "aligned Tatoeba pairs")
 
 
 # --------------------------------------------------------------------------
@@ -341,28 +440,38 @@ def run_road(workdir: str, data_dir: str, *, hf_dir: Optional[str] = None,
   argv = ["--experiment=table15", f"--workdir={sweep_dir}",
           f"--pretrained={model_dir}", f"--xtreme_dir={xtreme_dir}",
           f"--tasks={','.join(grids)}", f"--seeds={seeds}"]
+  t5x_argv = list(argv)
   if train_steps:
     argv.append(f"--train_steps={train_steps}")
   if batch_size:
     argv.append(f"--batch_size={batch_size}")
   if languages:
     argv.append(f"--languages={','.join(languages)}")
-  commands.append("python -m rembert_t5x.experiments.sweep " + " ".join(argv))
-  log(f"[3/4] {commands[-1]}")
-  sweep.main(argv)
-  t5x_argv = [a for a in argv if not a.startswith(("--train_steps",
-                                                   "--batch_size",
-                                                   "--languages"))]
+  # Checkpoints kept: the second call predicts the test sets with the
+  # checkpoints the first one selected.
+  argv.append("--keep_checkpoints")
+  submissions = {}
+  for split in ("dev", "test"):
+    submissions[split] = str(work / f"submission-{split}")
+    split_argv = [*argv, f"--submission_dir={submissions[split]}",
+                  f"--submission_split={split}"]
+    commands.append("python -m rembert_t5x.experiments.sweep "
+                    + " ".join(split_argv))
+    log(f"[{3 if split == 'dev' else 4}/4] {commands[-1]}")
+    sweep.main(split_argv)
   commands.append("python -m rembert_t5x.experiments.sweep --runner=t5x "
                   + " ".join(t5x_argv).replace(
                       f"--pretrained={model_dir}",
                       f"--pretrained={work / 't5x_native'}/checkpoint_0")
+                  + f" --submission_dir={submissions['test']}"
                   + " --model_gin=<the model's gin file>")
-  log(f"[4/4] {sweep_dir / 'sweep.md'} (with T5X instead: "
-      f"rembert-convert t5x-native "
-      f"--checkpoint_dir={model_dir} --output_dir={work / 't5x_native'}; "
-      f"{commands[-1]} | bash)")
+  log(f"[4/4] {sweep_dir / 'sweep.md'}; submission folders "
+      f"{submissions['dev']}/seed-*/ (score with XTREME's evaluate.py "
+      f"against dev labels) and {submissions['test']}/seed-*/ (with T5X "
+      f"instead: rembert-convert t5x-native --checkpoint_dir={model_dir} "
+      f"--output_dir={work / 't5x_native'}; {commands[-1]} | bash)")
   saved = json.loads((sweep_dir / "sweep.json").read_text())
   return {"commands": commands, "table": saved, "model_dir": str(model_dir),
           "xtreme_dir": xtreme_dir, "hf_dir": hf_dir,
+          "submissions": submissions,
           "markdown": (sweep_dir / "sweep.md").read_text()}
