@@ -371,6 +371,8 @@ def run_local(workdir: str, points: Sequence[GridPoint], config,
   """Runs every grid point without results yet, then aggregates them all;
   with a `submission.Request`, then writes its submission folders."""
   records = []
+  todo = sum(not results_path(workdir, p).exists() for p in points)
+  done, start = 0, time.time()
   for i, point in enumerate(points):
     path = results_path(workdir, point)
     if path.exists():
@@ -379,6 +381,11 @@ def run_local(workdir: str, points: Sequence[GridPoint], config,
       log(f"[{i + 1}/{len(points)}] {point.key}: fine-tuning")
       run_point(workdir, point, config, pretrained,
                 keep_checkpoints=keep_checkpoints, request=request)
+      done += 1
+      elapsed = time.time() - start
+      log(f"[{i + 1}/{len(points)}] {point.key}: finished; {done} of {todo} "
+          f"runs in {elapsed / 60:.1f} min, about "
+          f"{elapsed / done * (todo - done) / 60:.1f} min left")
     records.append(json.loads(path.read_text()))
   table = sweep_report.write_outputs(workdir, records, title, paper)
   if request is not None:
