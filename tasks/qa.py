@@ -25,9 +25,14 @@ $REMBERT_XTREME_DIR is set. TyDi files are accepted in both of XTREME's
 layouts: the current `tydiqa.goldp.<iso>.{train,dev}.json` and the older
 `tydiqa.en.train.json` / `tydiqa.<iso>.dev.json` (the first that exists is
 read). XTREME blanks the gold answers of what it keeps hidden (XQuAD/MLQA
-test, the current TyDi dev files): reading a file whose answers are all
-blank is an error naming the file (`qa.check_gold_answers`), never a silent
-score of 0.
+test, the current TyDi dev files): an evaluation task reading a file whose
+answers are all blank is an error naming the file (`qa.check_gold_answers`),
+never a silent score of 0. For predictions on those files (`t5x.infer`, the
+submission folders) the same files also register as prediction-only tasks,
+which read blank answers and have no metric:
+
+  rembert_local_{xquad,mlqa,tydiqa}_predict_{lang}   the splits of
+      rembert_local_{xquad,mlqa,tydiqa}_{lang}; in no mixture.
 
 Each dataset element is one window of a question's context
 (`rembert_t5x.data.qa.qa_windows_preprocessor`). The model predicts, per window,
@@ -93,8 +98,14 @@ def keep_tydiqa_language(dataset: tf.data.Dataset,
       lambda ex: tf.strings.regex_full_match(ex["id"], prefix + ".*"))
 
 
+def predict_task_name(prefix: str, family: str, lang: str) -> str:
+  """The prediction-only task over `<prefix><family>_<lang>`'s files."""
+  return f"{prefix}{family}_predict_{lang}"
+
+
 def _register_task(name: str, source: seqio.DataSource,
-                   vocabulary: seqio.Vocabulary, metric_fn: Callable,
+                   vocabulary: seqio.Vocabulary,
+                   metric_fns: Sequence[Callable],
                    settings: Mapping[str, int], label: str,
                    on_misaligned: str,
                    filters: Sequence[Callable] = ()) -> str:
@@ -112,7 +123,7 @@ def _register_task(name: str, source: seqio.DataSource,
       postprocess_fn=functools.partial(
           qa.postprocess_window, n_best=settings["n_best"],
           max_answer_length=settings["max_answer_length"]),
-      metric_fns=[metric_fn])
+      metric_fns=list(metric_fns))
   return name
 
 
@@ -145,7 +156,7 @@ def _register_family(sources: Mapping[str, Callable[..., seqio.DataSource]],
 
   def add(name, key, lang, metric_fn, on_misaligned, filters=()):
     source, label = sources[key](lang)
-    names.append(_register_task(name, source, vocabulary, metric_fn,
+    names.append(_register_task(name, source, vocabulary, [metric_fn],
                                 settings, label, on_misaligned, filters))
     return name
 
@@ -226,20 +237,22 @@ def first_existing(candidates: Sequence[str]) -> str:
   return candidates[0]
 
 
-def squad_file_source(paths: Mapping[str, Union[str, Sequence[str]]]
-                      ) -> seqio.DataSource:
+def squad_file_source(paths: Mapping[str, Union[str, Sequence[str]]],
+                      require_gold: bool = True) -> seqio.DataSource:
   """A seqio source over SQuAD-format JSON files, one per split.
 
   Each split names its file, or candidate files (see `first_existing`).
   Files are read (and validated) when a split's dataset is built, so
-  registering never touches the disk.
+  registering never touches the disk. `require_gold=False` (prediction-only
+  tasks) reads files whose answers are all blank (`qa.squad_file_dataset`).
   """
   candidates = {split: [p] if isinstance(p, str) else list(p)
                 for split, p in paths.items()}
 
   def dataset_fn(split, shuffle_files, seed=None):
     del shuffle_files, seed  # One file per split: nothing to shuffle.
-    return qa.squad_file_dataset(first_existing(candidates[split]))
+    return qa.squad_file_dataset(first_existing(candidates[split]),
+                                 require_gold=require_gold)
 
   return seqio.FunctionDataSource(dataset_fn, splits=tuple(paths))
 
@@ -273,15 +286,16 @@ def register_qa_local(data_dir: str,
                       max_query_length: int = qa.MAX_QUERY_LENGTH,
                       max_answer_length: int = qa.MAX_ANSWER_LENGTH,
                       n_best: int = qa.N_BEST) -> List[str]:
-  """Registers QA tasks over XTREME's download folder (see LOCAL_FILES)."""
+  """Registers QA tasks over XTREME's download folder (see LOCAL_FILES),
+  and the prediction-only tasks (module docstring); returns task names."""
 
-  def files(**split_keys):
+  def files(require_gold=True, **split_keys):
     def source(lang):
       paths = {split: [os.path.join(data_dir, table[key].format(lang=lang))
                        for table in (LOCAL_FILES, LOCAL_FILES_OLD)
                        if key in table]
                for split, key in split_keys.items()}
-      return squad_file_source(paths), " | ".join(
+      return squad_file_source(paths, require_gold), " | ".join(
           p for candidates in paths.values() for p in candidates)
     return source
 
@@ -295,11 +309,26 @@ def register_qa_local(data_dir: str,
   }
   languages = {"xquad": xquad_languages, "mlqa": mlqa_languages,
                "tydiqa": tydiqa_languages}
+  settings = _settings(max_seq_length, doc_stride, max_query_length,
+                       max_answer_length, n_best)
   # XTREME's TyDi files are already split by language.
-  return _register_family(
-      sources, vocabulary, prefix, languages,
-      _settings(max_seq_length, doc_stride, max_query_length,
-                max_answer_length, n_best), tydiqa_filter=False)
+  names = _register_family(sources, vocabulary, prefix, languages, settings,
+                           tydiqa_filter=False)
+  # The evaluation files again, blank answers allowed and no metric: what
+  # t5x.infer predicts on XTREME's hidden sets (nothing can score them).
+  predict_sources = {
+      "xquad": files(False, test="xquad_test"),
+      "mlqa": files(False, validation="mlqa_dev", test="mlqa_test"),
+      "tydiqa": files(False, validation="tydiqa_dev"),
+  }
+  for family, langs in languages.items():
+    for lang in langs:
+      source, label = predict_sources[family](lang)
+      names.append(_register_task(
+          predict_task_name(prefix, family, lang), source,
+          vocabulary or lazy_vocabulary.DefaultVocabulary(), [], settings,
+          label, "ignore"))
+  return names
 
 
 register_qa()

@@ -259,3 +259,30 @@ def test_blank_gold_answers_are_an_error_naming_the_file(vocab, tmp_path):
   with pytest.raises(ValueError, match=r"tydiqa\.goldp\.en\.dev\.json: every "
                      r"one of the 1 questions has blank gold answers"):
     task.get_dataset(None, split="validation")
+
+
+def test_blanked_xquad_file_reads_only_for_predictions(vocab, tmp_path):
+  """XTREME's XQuAD layout with blank answers: the prediction-only task
+  builds windows (no metric), the evaluation task still refuses the file."""
+  blank = json.loads(json.dumps(HAND_MADE))
+  blank[0]["qas"][0]["answers"] = [{"text": "", "answer_start": -1}]
+  _squad_file(tmp_path / qa_tasks.LOCAL_FILES["xquad_test"].format(lang="de"),
+              blank)
+  prefix = "test_qa_hidden_"
+  names = qa_tasks.register_qa_local(
+      str(tmp_path), vocabulary=vocab, prefix=prefix, xquad_languages=("de",),
+      mlqa_languages=(), tydiqa_languages=(), max_seq_length=LENGTH,
+      doc_stride=16, max_query_length=16)
+  name = qa_tasks.predict_task_name(prefix, "xquad", "de")
+  assert name == "test_qa_hidden_xquad_predict_de" and name in names
+  task = seqio.get_mixture_or_task(name)
+  assert not task.metric_fns
+  windows = list(task.get_dataset(None, split="test", shuffle=False)
+                 .as_numpy_iterator())
+  assert [w["example_id"] for w in windows] == [b"english-1-0"]
+  assert name not in [t.name for t in seqio.get_mixture_or_task(
+      prefix + "xquad_zeroshot").tasks]
+  with pytest.raises(ValueError, match="every one of the 1 questions has "
+                     "blank gold answers"):
+    seqio.get_mixture_or_task(prefix + "xquad_de").get_dataset(
+        None, split="test")

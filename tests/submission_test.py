@@ -147,7 +147,7 @@ def test_from_t5x_writes_a_checked_folder(tmp_path):
   for lang in submission.required_languages("tydiqa", "test"):
     _write(_make(xtreme, "tydiqa/tydiqa-goldp-v1.1-dev/"
                  f"tydiqa.goldp.{lang}.dev.json"), _squad([f"{lang}-1"]))
-    _infer(infer, f"rembert_local_tydiqa_{lang}",
+    _infer(infer, f"rembert_local_tydiqa_predict_{lang}",
            [{"id": f"{lang}-1", "prediction": "Some"}])
   out = tmp_path / "out"
   submission.main([f"--infer_dirs={infer}", f"--xtreme_dir={xtreme}",
@@ -196,7 +196,9 @@ def test_sweep_prints_infer_and_folder_commands(tmp_path):
                              request=request)
   infer = [l for l in lines if l.startswith("for t in ")]
   assert len(infer) == 4  # xquad and mlqa, two seeds
-  assert "rembert_local_xquad_th" in infer[0]
+  # QA predicts through the prediction-only tasks (blanked hidden sets).
+  assert "rembert_local_xquad_predict_th" in infer[0]
+  assert "rembert_local_xquad_th" not in infer[0].replace(";", " ").split()
   assert "--gin_file=gin_configs/runs/infer_mlqa.gin" in infer[1]
   assert "--gin.utils.DatasetConfig.split=\"'test'\"" in infer[1]
   assert ("--gin.INFER_OUTPUT_DIR=\"'/out/runs/squad/lr=9e-06/seed=0/"

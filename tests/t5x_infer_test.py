@@ -27,6 +27,7 @@ from rembert_t5x import t5x_datasets
 from rembert_t5x import t5x_infer
 from rembert_tasks import panx
 from rembert_tasks import pawsx
+from rembert_tasks import qa as qa_tasks
 from rembert_tasks import registry
 from tests import test_utils
 
@@ -207,7 +208,6 @@ def _squad_file(path):
 
 def test_qa_windows_merge_per_question_like_the_qa_evaluation(vocab,
                                                               tmp_path):
-  from rembert_tasks import qa as qa_tasks  # pylint: disable=g-import-not-at-top
   examples = _squad_file(tmp_path / "dev.json")
   registry.add_task(
       "infer_qa_test",
@@ -245,6 +245,32 @@ def test_qa_windows_merge_per_question_like_the_qa_evaluation(vocab,
                            max_answer_length=5) for i in mine]
     best = max(s[0] for s in scores if s is not None)
     assert record["score"] == pytest.approx(best, abs=1e-4)
+
+
+def test_qa_predict_task_reads_a_blanked_hidden_set(vocab, tmp_path):
+  """XTREME's XQuAD layout with its answers blanked: the prediction-only
+  task (what the printed t5x.infer lines name) predicts every question."""
+  examples = _squad_file(tmp_path / "dev.json")
+  data = json.loads((tmp_path / "dev.json").read_text(encoding="utf-8"))
+  for q in data["data"][0]["paragraphs"][0]["qas"]:
+    q["answers"] = [{"text": "", "answer_start": -1}]
+  hidden = tmp_path / qa_tasks.LOCAL_FILES["xquad_test"].format(lang="de")
+  hidden.parent.mkdir(parents=True)
+  hidden.write_text(json.dumps(data), encoding="utf-8")
+  qa_tasks.register_qa_local(str(tmp_path), vocabulary=vocab,
+                             prefix="infer_hidden_", xquad_languages=("de",),
+                             mlqa_languages=(), tydiqa_languages=(),
+                             **QA_SETTINGS)
+  task = seqio.get_mixture_or_task("infer_hidden_xquad_predict_de")
+  model, params = _model("qa")
+  out = tmp_path / "out"
+  out.mkdir()
+  _, records = _infer_like_t5x(
+      task, "test", {"input_tokens": 24}, model, params, "predict",
+      functools.partial(t5x_infer.write_qa_windows, max_answer_length=5),
+      str(out), chunk_size=4, merge_fn=t5x_infer.merge_qa_predictions)
+  assert [r["id"] for r in records] == [ex.example_id for ex in examples]
+  assert not any("gold" in r for r in records)
 
 
 def test_qa_merge_keeps_the_best_window_and_no_span_is_empty():

@@ -397,9 +397,7 @@ def answers_from_logits(windows: Sequence[QAWindow],
   return {example_id: text for example_id, (_, text) in best.items()}
 
 
-# ---------------------------------------------------------------------------
-# SQuAD-format JSON files.
-# ---------------------------------------------------------------------------
+# --- SQuAD-format JSON files ------------------------------------------------
 
 
 def parse_squad_json(data: Any, source: str,
@@ -515,7 +513,8 @@ def check_gold_answers(examples: Sequence[QAExample], source: str) -> None:
         f"{source}: every one of the {len(examples)} questions has blank gold "
         "answers (XTREME's download blanks hidden evaluation sets); it cannot "
         "be trained on or scored (every score would be 0). Use the original "
-        "dataset's file or the TFDS task instead.")
+        "dataset's file or the TFDS task instead; to predict on it, the "
+        "prediction-only task (rembert_local_<family>_predict_<lang>).")
   if blank:
     logging.warning("%s: %d of %d questions have blank gold answers (first: "
                     "%s); each of them scores 0 in evaluation.",
@@ -535,15 +534,18 @@ SQUADLIKE_SIGNATURE = {
 }
 
 
-def squad_file_dataset(path: str) -> tf.data.Dataset:
+def squad_file_dataset(path: str, require_gold: bool = True
+                       ) -> tf.data.Dataset:
   """A tf.data dataset of a SQuAD file, with TFDS' SQuAD-like features.
 
-  The file is read and its structure validated here, eagerly, so that a bad
-  file fails with its name before any training starts; answer alignment is
-  left to `qa_windows_preprocessor` and its `on_misaligned` policy.
+  The file is read and validated here, eagerly, so a bad file fails with its
+  name before any training starts (answer alignment: `qa_windows_preprocessor`).
+  `require_gold=False`, for tasks without a metric only, reads XTREME's hidden
+  sets with their blank answers (`check_gold_answers` refuses them otherwise).
   """
   examples = read_squad_file(path, check_alignment=False)
-  check_gold_answers(examples, path)
+  if require_gold:
+    check_gold_answers(examples, path)
 
   def generate() -> Iterator[Dict[str, Any]]:
     for ex in examples:
@@ -557,9 +559,7 @@ def squad_file_dataset(path: str) -> tf.data.Dataset:
       generate, output_signature=SQUADLIKE_SIGNATURE)
 
 
-# ---------------------------------------------------------------------------
-# tf.data / seqio wrappers.
-# ---------------------------------------------------------------------------
+# --- tf.data / seqio wrappers ------------------------------------------------
 
 
 def _text(value: Any) -> str:

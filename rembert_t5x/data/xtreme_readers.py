@@ -398,8 +398,9 @@ def squad_source(path: str, split: str) -> seqio.FunctionDataSource:
 
   For predictions on the QA sets XTREME keeps hidden (XQuAD and MLQA test,
   TyDiQA-GoldP dev in its current layout), whose answers it blanks; the
-  registered QA tasks refuse such a file (`qa.check_gold_answers`: it cannot
-  be scored). Yields TFDS' SQuAD-like features (`qa.SQUADLIKE_SIGNATURE`).
+  registered evaluation tasks refuse such a file (`qa.check_gold_answers`: it
+  cannot be scored), the prediction-only ones (tasks/qa.py) read it. Yields
+  TFDS' SQuAD-like features (`qa.SQUADLIKE_SIGNATURE`).
   """
 
   def rows(path, split):

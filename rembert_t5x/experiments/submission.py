@@ -631,10 +631,20 @@ def retrieval_files(request: Request, config, pretrained: str,
 # T5X: t5x.infer outputs -> a folder
 # --------------------------------------------------------------------------
 
+# QA tasks may be the prediction-only ones (`qa_tasks.predict_task_name`).
 _INFER_FILE = re.compile(
-    r"^(?P<task>rembert_(?:local_)?(?P<family>[a-z]+)_(?P<lang>[a-z]+))"
+    r"^(?P<task>rembert_(?:local_)?(?P<family>[a-z]+)_(?:predict_)?"
+    r"(?P<lang>[a-z]+))"
     r"-predict(?:_with_aux)?\.jsonl-(?P<shard>\d{5})-of-(?P<shards>\d{5})$")
 INFER_GIN = "gin_configs/runs/infer_{family}.gin"
+
+
+def infer_task(family: str, lang: str) -> str:
+  """The local task `t5x.infer` predicts (family, language) with: for QA
+  the prediction-only task, which reads XTREME's blanked answers."""
+  if family in QA_TASKS:
+    return qa_tasks.predict_task_name(xtreme_local.LOCAL_PREFIX, family, lang)
+  return f"{xtreme_local.LOCAL_PREFIX}{family}_{lang}"
 
 
 def _infer_files(infer_dirs: Sequence[str]
@@ -694,7 +704,7 @@ def from_t5x(infer_dirs: Sequence[str], xtreme_dir: str, split: str,
       if (task, lang) not in found:
         raise errors.UserError(
             f"{task} {lang}: no t5x.infer output "
-            f"rembert_local_{task}_{lang}-predict.jsonl-00000-of-00001 in "
+            f"{infer_task(task, lang)}-predict.jsonl-00000-of-00001 in "
             f"{list(infer_dirs)}: the {task} folder would lack {lang}")
       path = input_file(xtreme_dir, task, split, lang)
       out = _t5x_predictions(task, found[(task, lang)])
@@ -716,7 +726,7 @@ def t5x_infer_lines(spec, model_dir: str, model_gin: str, split: str
   $BEST (set by the selection line before), into MODEL_DIR/infer_<split>."""
   lines = []
   for ev in spec.evaluations:
-    tasks = " ".join(f"{xtreme_local.LOCAL_PREFIX}{ev.family}_{lang}"
+    tasks = " ".join(infer_task(ev.family, lang)
                      for lang in required_languages(ev.family, split))
     lines.append(
         f"for t in {tasks}; do python -m t5x.infer --gin_search_paths=. "
