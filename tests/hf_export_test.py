@@ -116,7 +116,7 @@ def _centred(hf_model, rows):
 
 @pytest.mark.parametrize("layout", LAYOUTS + ("issue",))
 def test_user_session_tokenizer_and_padded_batches(tmp_path, data, layout):
-  """Issue 28's session: AutoTokenizer pads with the model's [PAD], its
+  """A user's session: AutoTokenizer pads with the model's [PAD], its
   length is the model's vocabulary, and a padded batch predicts as one
   sentence at a time."""
   vocab_file = data["vocabs"][layout]
