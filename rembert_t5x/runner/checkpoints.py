@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import logging
 import pathlib
+import weakref
 from typing import Any, Iterator, Optional, Sequence
 
 import jax
@@ -228,11 +229,21 @@ def param_shapes(tree) -> dict[str, tuple[int, ...]]:
 
 
 def model_param_shapes(model) -> dict[str, tuple[int, ...]]:
-  """The parameter shapes `model` (a `models.RemBert*Model`) initialises."""
-  variables = jax.eval_shape(
-      lambda rng: model.get_initial_variables(rng, {"input_tokens": (1, 8)}),
-      jax.random.PRNGKey(0))
-  return param_shapes(variables["params"])
+  """The parameter shapes `model` (a `models.RemBert*Model`) initialises.
+
+  Traced once per model object (checkpoint selection loads every step).
+  """
+  shapes = _MODEL_SHAPES.get(model)
+  if shapes is None:
+    variables = jax.eval_shape(
+        lambda rng: model.get_initial_variables(rng, {"input_tokens": (1, 8)}),
+        jax.random.PRNGKey(0))
+    shapes = _MODEL_SHAPES[model] = param_shapes(variables["params"])
+  return shapes
+
+
+_MODEL_SHAPES: "weakref.WeakKeyDictionary[Any, dict]" = (
+    weakref.WeakKeyDictionary())
 
 
 def _config_differences(source: pathlib.Path, config) -> str:
