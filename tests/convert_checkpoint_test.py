@@ -8,6 +8,9 @@ at tiny sizes, Adam slots and the step included.
 
 import json
 import os
+import pathlib
+import shutil
+import stat
 import subprocess
 import sys
 
@@ -21,6 +24,7 @@ from rembert_t5x.common import io_utils
 from rembert_t5x import configs
 from rembert_t5x.convert import checkpoint_conversion as cc
 from rembert_t5x.convert import checkpoint_io
+from rembert_t5x.convert import convert_checkpoint
 from rembert_t5x.data import pieces
 from rembert_t5x.data import vocabulary
 from rembert_t5x import models
@@ -246,10 +250,12 @@ def test_tf_checkpoint_to_ours(tmp_path):
 
 
 def test_tf_checkpoint_errors(tmp_path):
+  # Inputs under in/: an output inside a prefix's directory is refused.
+  (tmp_path / "in").mkdir()
   with pytest.raises(errors.UserError, match="needs --config_json"):
-    checkpoint_io.tf_to_t5x(str(tmp_path), str(tmp_path / "o"))
+    checkpoint_io.tf_to_t5x(str(tmp_path / "in"), str(tmp_path / "o"))
   with pytest.raises(errors.UserError, match=r"TF checkpoint .*: cannot read"):
-    checkpoint_io.tf_to_t5x(str(tmp_path / "nope"), str(tmp_path / "o"),
+    checkpoint_io.tf_to_t5x(str(tmp_path / "in" / "nope"), str(tmp_path / "o"),
                             gin_file="gin_configs/models/tiny.gin")
   hf = test_utils.randomise_hf(
       transformers.RemBertModel(test_utils.hf_config(CFG)))
@@ -316,6 +322,116 @@ def test_output_directory_is_atomic_and_not_overwritten(tmp_path):
     (tmp / "new.txt").write_text("new")
   assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
   assert sorted(os.listdir(out)) == ["new.txt"]
+
+
+# --- No command writes over its own input -----------------------------------
+
+
+@pytest.fixture(scope="module")
+def inputs_tree(tmp_path_factory):
+  """Real tiny inputs, converted once: `hf` (HF), `m` (our MODEL_DIR, from
+  hf), links `hflink` -> hf and `mlink` -> m, and stand-ins that are never
+  read (the overlap check comes first): a TF prefix `tf/model.ckpt`,
+  `cfg/rembert_config.json`, `v/sentencepiece.model`."""
+  root = tmp_path_factory.mktemp("inputs")
+  hf = test_utils.randomise_hf(
+      transformers.RemBertForMaskedLM(test_utils.hf_config(CFG)))
+  hf.save_pretrained(root / "hf")
+  checkpoint_io.hf_to_t5x(str(root / "hf"), str(root / "m"))
+  for name in ("tf/model.ckpt.index", "tf/model.ckpt.data-00000-of-00001",
+               "cfg/rembert_config.json", "v/sentencepiece.model"):
+    (root / name).parent.mkdir(exist_ok=True)
+    (root / name).write_bytes(b"stand-in")
+  os.symlink("hf", root / "hflink")  # relative: still valid in a copy
+  os.symlink("m", root / "mlink")
+  return root
+
+
+def _snapshot(root):
+  """{relative path: (contents or link target, mtime_ns)} of a whole tree
+  (a directory's mtime shows an entry made or removed in it)."""
+  tree = {}
+  for dirpath, dirnames, filenames in os.walk(root):
+    for name in dirnames + filenames:
+      path = os.path.join(dirpath, name)
+      st = os.lstat(path)
+      if stat.S_ISLNK(st.st_mode):
+        content = os.readlink(path)
+      elif stat.S_ISDIR(st.st_mode):
+        content = None
+      else:
+        content = pathlib.Path(path).read_bytes()
+      tree[os.path.relpath(path, root)] = (content, st.st_mtime_ns)
+  return tree
+
+
+# (command and flags; the error after "error: " and before ": write the
+# output to another directory"). Relative paths are from the copied tree,
+# the cwd; {W} is its real path.
+SELF_OVERWRITES = [
+    (["t5x-to-hf", "--checkpoint_dir={W}/m", "--output_dir={W}/m"],
+     "--output_dir {W}/m is the input --checkpoint_dir {W}/m"),
+    (["t5x-to-hf", "--checkpoint_dir={W}/m", "--output_dir={W}/m",
+      "--overwrite"],
+     "--output_dir {W}/m is the input --checkpoint_dir {W}/m"),
+    (["t5x-to-hf", "--checkpoint_dir=m", "--output_dir=m/checkpoints/0",
+      "--overwrite"],
+     "--output_dir m/checkpoints/0 lies inside the input --checkpoint_dir m"),
+    (["t5x-to-hf", "--checkpoint_dir=m", "--output_dir=m/export",
+      "--overwrite"],
+     "--output_dir m/export lies inside the input --checkpoint_dir m"),
+    (["t5x-to-hf", "--checkpoint_dir={W}/m/checkpoints/0",
+      "--output_dir={W}/m", "--overwrite"],
+     "--output_dir {W}/m contains the input --checkpoint_dir "
+     "{W}/m/checkpoints/0"),
+    (["t5x-to-hf", "--checkpoint_dir=mlink", "--output_dir=m", "--overwrite"],
+     "--output_dir m is the input --checkpoint_dir mlink (= {W}/m)"),
+    (["t5x-to-hf", "--checkpoint_dir=m/", "--output_dir=hf/../m",
+      "--overwrite"],
+     "--output_dir hf/../m is the input --checkpoint_dir m/"),
+    (["t5x-to-hf", "--checkpoint_dir=m", "--vocab=v/sentencepiece.model",
+      "--output_dir=v", "--overwrite"],
+     "--output_dir v contains the input --vocab v/sentencepiece.model"),
+    (["hf-to-t5x", "--hf_dir=hf", "--output_dir=hf", "--overwrite"],
+     "--output_dir hf is the input --hf_dir hf"),
+    (["hf-to-t5x", "--hf_dir=hf", "--output_dir=hf/ours", "--overwrite"],
+     "--output_dir hf/ours lies inside the input --hf_dir hf"),
+    (["hf-to-t5x", "--hf_dir={W}/hf", "--output_dir={W}", "--overwrite"],
+     "--output_dir {W} contains the input --hf_dir {W}/hf"),
+    (["hf-to-t5x", "--hf_dir=hf", "--output_dir=hflink/", "--overwrite"],
+     "--output_dir hflink/ (= {W}/hf) is the input --hf_dir hf"),
+    (["tf-to-t5x", "--tf_checkpoint=tf/model.ckpt",
+      "--config_json=cfg/rembert_config.json", "--output_dir=tf",
+      "--overwrite"],
+     "--output_dir tf contains the input --tf_checkpoint tf/model.ckpt"),
+    (["tf-to-t5x", "--tf_checkpoint=tf/model.ckpt",
+      "--config_json=cfg/rembert_config.json", "--output_dir=cfg",
+      "--overwrite"],
+     "--output_dir cfg contains the input --config_json "
+     "cfg/rembert_config.json"),
+    # Refused before T5X is needed.
+    (["t5x-native", "--checkpoint_dir=m", "--output_dir=m", "--overwrite"],
+     "--output_dir m is the input --checkpoint_dir m"),
+]
+
+
+@pytest.mark.parametrize("argv,error", SELF_OVERWRITES)
+def test_no_command_writes_over_its_input(inputs_tree, tmp_path, monkeypatch,
+                                          capsys, argv, error):
+  """The fault probe's `--output_dir=D --overwrite` over the training
+  directory D: one error line, exit 2, every input file as it was."""
+  work = pathlib.Path(os.path.realpath(tmp_path)) / "w"
+  shutil.copytree(inputs_tree, work, symlinks=True)
+  monkeypatch.chdir(work)
+  before = _snapshot(work)
+  capsys.readouterr()
+  with pytest.raises(SystemExit) as e:
+    convert_checkpoint.main([a.format(W=work) for a in argv])
+  assert e.value.code == 2
+  err = capsys.readouterr().err.strip()
+  assert err == (f"error: {error.format(W=work)}: write the output to "
+                 "another directory")
+  assert _snapshot(work) == before
 
 
 def test_converter_starts_without_tensorflow():

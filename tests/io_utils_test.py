@@ -3,6 +3,7 @@
 import errno
 import json
 import os
+import pathlib
 import stat
 
 import pytest
@@ -101,3 +102,96 @@ def test_append_to_a_full_device():
   with pytest.raises(errors.UserError, match="^cannot write /dev/full: no space "
                      "left on device$"):
     io_utils.append_line("/dev/full", "x")
+
+
+# ----------------------------------------------------------------------------
+# atomic_output_dir never writes over its own inputs.
+# ----------------------------------------------------------------------------
+
+
+def _snapshot(root):
+  """{relative path: (contents or link target, mtime_ns)} of a whole tree.
+
+  Directory mtimes change when an entry is created or removed, so a
+  temporary sibling made and deleted again also shows.
+  """
+  tree = {}
+  for dirpath, dirnames, filenames in os.walk(root):
+    for name in dirnames + filenames:
+      path = os.path.join(dirpath, name)
+      st = os.lstat(path)
+      if stat.S_ISLNK(st.st_mode):
+        content = os.readlink(path)
+      elif stat.S_ISDIR(st.st_mode):
+        content = None
+      else:
+        with open(path, "rb") as f:
+          content = f.read()
+      tree[os.path.relpath(path, root)] = (content, st.st_mtime_ns)
+  return tree
+
+
+@pytest.fixture
+def model_dir(tmp_path, monkeypatch):
+  """A MODEL_DIR-like tree `m` (one step, a vocabulary), cwd its parent."""
+  root = pathlib.Path(os.path.realpath(tmp_path))  # paths as messages show
+  step = root / "m" / "checkpoints" / "0"
+  step.mkdir(parents=True)
+  (step / "params").write_bytes(b"\x00" * 16)
+  (root / "m" / "sentencepiece.model").write_bytes(b"spm")
+  (root / "link").symlink_to(root / "m")
+  monkeypatch.chdir(root)
+  return root
+
+
+# (output, source, relation shown), relative to `model_dir`'s root.
+OVERLAPS = [
+    ("m", "m", "is"),
+    ("m/", "m", "is"),  # a trailing slash
+    ("x/../m", "m", "is"),  # `..` over a directory that does not exist
+    ("m/checkpoints/0", "m", "lies inside"),  # a step directory
+    ("m/export", "m", "lies inside"),
+    ("m", "m/checkpoints/0", "contains"),
+    ("m", "m/sentencepiece.model", "contains"),  # a file input
+    ("link", "m", "is"),
+    ("m", "link/checkpoints/0", "contains"),
+    ("link/export", "m", "lies inside"),
+]
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+@pytest.mark.parametrize("out,source,relation", OVERLAPS)
+def test_an_output_overlapping_an_input_is_refused(model_dir, out, source,
+                                                   relation, overwrite):
+  before = _snapshot(model_dir)
+  with pytest.raises(errors.UserError) as e:
+    with io_utils.atomic_output_dir(out, overwrite,
+                                    sources=[("--checkpoint_dir", source)]):
+      pytest.fail("the body ran")
+  message = str(e.value)
+  assert message.startswith(f"--output_dir {out}")
+  assert f" {relation} the input --checkpoint_dir {source}" in message
+  assert message.endswith(": write the output to another directory")
+  assert _snapshot(model_dir) == before
+
+
+def test_the_message_names_both_paths_and_what_a_link_resolves_to(model_dir):
+  with pytest.raises(errors.UserError) as e:
+    io_utils.check_output_dir("link/export", True, sources=[
+        ("--hf_dir", None), ("--vocab", "gs://bucket/spm.model"),
+        ("--checkpoint_dir", f"{model_dir}/m")])
+  assert str(e.value) == (
+      f"--output_dir link/export (= {model_dir}/m/export) lies inside the "
+      f"input --checkpoint_dir {model_dir}/m: write the output to another "
+      "directory")
+
+
+@pytest.mark.parametrize("out", ["m2", "m-export", "checkpoints", "x/m"])
+def test_an_output_beside_its_inputs_is_written(model_dir, out):
+  """Siblings sharing a name prefix do not overlap; a None source and a URL
+  are skipped."""
+  with io_utils.atomic_output_dir(out, sources=[
+      ("--checkpoint_dir", "m"), ("--gin_file", None),
+      ("--vocab", "gs://m/sentencepiece.model")]) as tmp:
+    (tmp / "f").write_text("x")
+  assert (model_dir / out / "f").read_text() == "x"

@@ -9,6 +9,11 @@ plus at worst a stray `.<name>.tmp.*` file that the next write ignores.
 A full disk (ENOSPC), a read-only filesystem (EROFS) or a permission error
 (EACCES/EPERM) becomes a `errors.UserError` naming the file; the destination is
 left as it was.
+
+An output directory built from inputs (`atomic_output_dir`) never overlaps
+them: with `overwrite` the old directory is deleted whole, so an output that
+is or contains an input would take the input with it, and one inside an input
+would replace part of it.
 """
 
 import contextlib
@@ -18,11 +23,13 @@ import os
 import pathlib
 import shutil
 import tempfile
-from typing import Any, Iterator, Union
+from typing import Any, Iterator, Optional, Sequence, Tuple, Union
 
 from rembert_t5x.common import errors
 
 PathLike = Union[str, os.PathLike]
+# An input of a command: (the flag or name that gave it, its path or None).
+Source = Tuple[str, Optional[PathLike]]
 
 _USER_ERRNOS = {
     errno.ENOSPC: "no space left on device",
@@ -143,21 +150,91 @@ def read_json(path: pathlib.Path) -> Any:
     raise errors.UserError(f"{path}: cannot read JSON: {e}") from e
 
 
-@contextlib.contextmanager
-def atomic_output_dir(path: str, overwrite: bool = False
-                      ) -> Iterator[pathlib.Path]:
-  """Yields a temporary sibling of `path`; renames it to `path` on success.
+def _overlap(out: str, source: str) -> Optional[str]:
+  """How real path `out` overlaps real path `source`, or None."""
+  if out == source:
+    return "is"
+  if pathlib.PurePath(out).is_relative_to(source):
+    return "lies inside"
+  if pathlib.PurePath(source).is_relative_to(out):
+    return "contains"
+  return None
+
+
+def _shown(given: PathLike, real: str) -> str:
+  # A symlink is named with what it points to: that is why two different
+  # spellings were found to overlap.
+  given = os.fspath(given)
+  return given if os.path.abspath(given) == real else f"{given} (= {real})"
+
+
+def check_output_dir(path: PathLike, overwrite: bool = False, *,
+                     sources: Sequence[Source] = (),
+                     output_flag: str = "--output_dir") -> pathlib.Path:
+  """Checks an output directory before anything is read or written.
+
+  Args:
+    path: the directory to write.
+    overwrite: whether a non-empty `path` may be replaced.
+    sources: every input of the command, as (flag, path); a path of None is
+      skipped, and so is a URL (gs://...), which no local path overlaps. A
+      file counts as its own path (an output containing it would delete it);
+      give a path prefix (a TF checkpoint's) as its directory.
+    output_flag: the flag that named `path`, for the message.
+
+  Returns:
+    `path`, absolute.
 
   Raises:
-    errors.UserError: `path` exists and is not an empty directory (unless
-      `overwrite`), or its parent is not writable.
+    errors.UserError: `path` is, contains or lies inside a source (whatever
+      `overwrite` says: replacing it would delete or rewrite the input);
+      `path` exists and is not a directory; or it is a non-empty directory
+      and not `overwrite`.
   """
   out = pathlib.Path(path).absolute()
+  # Real paths, so that symlinks, `..`, relative paths and trailing slashes
+  # cannot hide an overlap.
+  real_out = os.path.realpath(out)
+  for flag, source in sources:
+    if source is None or "://" in os.fspath(source):
+      continue
+    real_source = os.path.realpath(source)
+    relation = _overlap(real_out, real_source)
+    if relation:
+      raise errors.UserError(
+          f"{output_flag} {_shown(path, real_out)} {relation} the input "
+          f"{flag} {_shown(source, real_source)}: write the output to "
+          "another directory")
   if out.exists() and not out.is_dir():
     raise errors.UserError(f"output {out} exists and is not a directory")
   if out.is_dir() and any(out.iterdir()) and not overwrite:
     raise errors.UserError(f"output directory {out} exists and is not empty "
                     "(pass --overwrite to replace it)")
+  return out
+
+
+@contextlib.contextmanager
+def atomic_output_dir(path: PathLike, overwrite: bool = False, *,
+                      sources: Sequence[Source] = (),
+                      output_flag: str = "--output_dir"
+                      ) -> Iterator[pathlib.Path]:
+  """Yields a temporary sibling of `path`; renames it to `path` on success.
+
+  Args:
+    path: the directory to write.
+    overwrite: replace a non-empty `path`.
+    sources: the command's inputs, as (flag, path): see `check_output_dir`.
+    output_flag: the flag that named `path`, for messages.
+
+  Yields:
+    The temporary directory to fill.
+
+  Raises:
+    errors.UserError: before anything is created, what `check_output_dir`
+      raises; or the parent of `path` is not writable.
+  """
+  out = check_output_dir(path, overwrite, sources=sources,
+                         output_flag=output_flag)
   try:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = pathlib.Path(tempfile.mkdtemp(prefix=f"{out.name}.tmp-",

@@ -555,7 +555,14 @@ def hf_to_t5x(hf_dir: str, output_dir: str, *, gin_file: Optional[str] = None,
 
   Returns:
     A `Summary`.
+
+  Raises:
+    errors.UserError: `output_dir` is, contains or lies inside an input
+      (checked first, even with `overwrite`); a bad HF directory, gin file or
+      vocabulary.
   """
+  inputs = [("--hf_dir", hf_dir), ("--gin_file", gin_file), ("--vocab", vocab)]
+  io_utils.check_output_dir(output_dir, overwrite, sources=inputs)
   source = HfCheckpoint(hf_dir)
   try:
     found = cc.config_from_hf(source.config_json,
@@ -575,7 +582,8 @@ def hf_to_t5x(hf_dir: str, output_dir: str, *, gin_file: Optional[str] = None,
     raise errors.UserError(str(e)) from e
   vocab_file = _source_vocabulary(vocab, source.root, config.vocab_size,
                                   hf_dir, source.config_json)
-  with io_utils.atomic_output_dir(output_dir, overwrite) as tmp:
+  with io_utils.atomic_output_dir(output_dir, overwrite,
+                                  sources=inputs) as tmp:
     count = write_orbax_params(tmp, cc.iter_to_ours(
         source, _largest_first(entries), source_name=hf_dir,
         ignore_unused=ignore,
@@ -603,7 +611,19 @@ def tf_to_t5x(tf_checkpoint: str, output_dir: str, *,
   skipped by name (`cc.tf_variable_skip_reason`); every other variable must
   be in `cc.tf_name_map`. `vocab` (default: a `sentencepiece.model` beside
   the checkpoint) is copied into the output MODEL_DIR.
+
+  Raises:
+    errors.UserError: `output_dir` is, contains or lies inside an input
+      (checked first, even with `overwrite`); a bad checkpoint, config or
+      vocabulary.
   """
+  # A prefix names files (`prefix.index`, `prefix.data-*`): an output that
+  # is or contains the prefix's path would replace them; a sibling folder
+  # beside them (e.g. /ckpt/ours for /ckpt/model.ckpt) leaves them alone.
+  inputs = [("--tf_checkpoint", tf_checkpoint),
+            ("--config_json", config_json),
+            ("--gin_file", gin_file), ("--vocab", vocab)]
+  io_utils.check_output_dir(output_dir, overwrite, sources=inputs)
   if not config_json and not gin_file:
     raise errors.UserError("tf-to-t5x needs --config_json (the checkpoint's JSON "
                     "config) or --gin_file (a model gin file)")
@@ -638,7 +658,8 @@ def tf_to_t5x(tf_checkpoint: str, output_dir: str, *,
     reason = cc.tf_variable_skip_reason(n)
     if reason:
       skipped[reason] = skipped.get(reason, 0) + 1
-  with io_utils.atomic_output_dir(output_dir, overwrite) as tmp:
+  with io_utils.atomic_output_dir(output_dir, overwrite,
+                                  sources=inputs) as tmp:
     count = write_orbax_params(tmp, cc.iter_to_ours(
         source, _largest_first(entries), source_name=tf_checkpoint, skip=skip,
         source_vocab_size=source_vocab))
@@ -679,14 +700,18 @@ def t5x_to_hf(checkpoint_dir: str, output_dir: str, *,
     overwrite: replace a non-empty `output_dir`.
 
   Raises:
-    errors.UserError: a bad checkpoint or gin file; a vocabulary without
-      one of the special pieces or with more pieces than vocabulary rows;
-      labels that do not name the head's classes.
+    errors.UserError: `output_dir` is, contains or lies inside an input
+      (checked first, even with `overwrite`); a bad checkpoint or gin file;
+      a vocabulary without one of the special pieces or with more pieces
+      than vocabulary rows; labels that do not name the head's classes.
   """
   command = hf_export.command_line(
       "t5x-to-hf", checkpoint_dir=checkpoint_dir, output_dir=output_dir,
       gin_file=gin_file, hf_vocab_size=hf_vocab_size, vocab=vocab,
       labels=labels, task=task, overwrite=overwrite)
+  inputs = [("--checkpoint_dir", checkpoint_dir), ("--gin_file", gin_file),
+            ("--vocab", vocab)]
+  io_utils.check_output_dir(output_dir, overwrite, sources=inputs)
   source = OrbaxParams(checkpoint_dir)
   # A scanned checkpoint (RemBertConfig.scan_layers) is read under per-layer
   # names, one layer slice at a time: HF has one module per layer.
@@ -747,7 +772,8 @@ def t5x_to_hf(checkpoint_dir: str, output_dir: str, *,
       labels=label_names, vocab=exported_vocab, step=source.step, run=run,
       checkpoint=str(source.step_dir), command=command,
       directory=str(output_dir))
-  with io_utils.atomic_output_dir(output_dir, overwrite) as tmp:
+  with io_utils.atomic_output_dir(output_dir, overwrite,
+                                  sources=inputs) as tmp:
     (tmp / "config.json").write_text(json.dumps(hf_config, indent=2,
                                                 sort_keys=True))
     write_safetensors(tmp / "model.safetensors", specs, all_tensors())

@@ -27,8 +27,11 @@ files (AutoTokenizer), the label names of a classification or tagging head
 in config.json (--labels, else --task's, else the run's task's from B's
 config.gin) and a model card, README.md (rembert_t5x/convert/hf_export.py).
 
-Each command refuses a non-empty output directory unless --overwrite, writes
-it atomically and prints one JSON line (tensors, parameters, peak memory).
+Each command refuses a non-empty output directory unless --overwrite, and,
+even with --overwrite, one that is, contains or lies inside one of its inputs
+(--overwrite would delete them: checked before any input is read); it writes
+the output atomically and prints one JSON line (tensors, parameters, peak
+memory).
 Bad input ends with one `error: ...` line and exit code 2.
 """
 

@@ -168,7 +168,14 @@ def t5x_native(checkpoint_dir: str, output_dir: str, *,
       checkpoint).
     optimizer: `adamw` (pretrain_mlm.gin's; the only one).
     overwrite: replace a non-empty `output_dir`.
+
+  Raises:
+    errors.UserError: `output_dir` is, contains or lies inside an input
+      (checked first, even with `overwrite`); T5X is missing; a bad
+      checkpoint, gin file or optimizer.
   """
+  inputs = [("--checkpoint_dir", checkpoint_dir), ("--gin_file", gin_file)]
+  io_utils.check_output_dir(output_dir, overwrite, sources=inputs)
   _import_t5x()
   if optimizer not in OPTIMIZERS:
     raise errors.UserError(
@@ -190,7 +197,8 @@ def t5x_native(checkpoint_dir: str, output_dir: str, *,
   leaves = jax.tree_util.tree_leaves(state.params)
   count, tensors = sum(int(np.prod(np.shape(x))) for x in leaves), len(leaves)
   partitioner = make_partitioner()
-  with io_utils.atomic_output_dir(output_dir, overwrite) as tmp:
+  with io_utils.atomic_output_dir(output_dir, overwrite,
+                                  sources=inputs) as tmp:
     checkpointer = t5x_checkpoints.Checkpointer(state, partitioner, str(tmp))
     checkpointer.save(state)
     if not (tmp / "checkpoint_0").is_dir():

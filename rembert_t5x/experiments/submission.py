@@ -235,9 +235,18 @@ def render(task: str, predictions: Any) -> str:
 
 
 def write_folder(out_dir: str, files: Mapping[Tuple[str, str], str],
-                 manifest: Mapping[str, Any], overwrite: bool = True) -> None:
-  """Writes {(task, language): text} and `submission.json`, atomically."""
-  with io_utils.atomic_output_dir(out_dir, overwrite=overwrite) as tmp:
+                 manifest: Mapping[str, Any], overwrite: bool = True, *,
+                 sources: Sequence[io_utils.Source] = (),
+                 output_flag: str = "--output_dir") -> None:
+  """Writes {(task, language): text} and `submission.json`, atomically.
+
+  Raises:
+    errors.UserError: `out_dir` is, contains or lies inside one of `sources`
+      (the inputs, as (flag, path)), whatever `overwrite` says.
+  """
+  with io_utils.atomic_output_dir(out_dir, overwrite=overwrite,
+                                  sources=sources,
+                                  output_flag=output_flag) as tmp:
     for (task, lang), text in sorted(files.items()):
       path = tmp / file_name(task, lang)
       path.parent.mkdir(parents=True, exist_ok=True)
@@ -485,6 +494,8 @@ def write_sweep_folders(request: Request, runs: Sequence[Tuple], table,
       predict_from_kept(request, run_dir, spec, model, record)
     by_seed.setdefault(seed, {}).update(_read_run(request, run_dir, spec))
   shared, missing = retrieval_files(request, config, pretrained, log)
+  inputs = [("--xtreme_dir", request.xtreme_dir), ("--pretrained", pretrained),
+            *(("run directory", run[3]) for run in runs)]
   written = []
   for seed, files in sorted(by_seed.items()):
     files = {**shared, **files}
@@ -495,7 +506,8 @@ def write_sweep_folders(request: Request, runs: Sequence[Tuple], table,
         "missing": {t: missing.get(t, "not in this sweep's grids")
                     for t in TASKS if t not in held}}
     out = os.path.join(request.out_dir, f"seed-{seed}")
-    write_folder(out, files, manifest)
+    write_folder(out, files, manifest, sources=inputs,
+                 output_flag="--submission_dir")
     log(f"{out}: XTREME submission folder ({request.split} predictions; "
         f"tasks {sorted(held)}; not held: {sorted(manifest['missing'])})")
     written.append(out)
@@ -716,7 +728,9 @@ def from_t5x(infer_dirs: Sequence[str], xtreme_dir: str, split: str,
   manifest = {"split": split, "infer_dirs": list(infer_dirs),
               "missing": {t: "no t5x.infer outputs" for t in TASKS
                           if t not in held}}
-  write_folder(output_dir, files, manifest, overwrite=overwrite)
+  write_folder(output_dir, files, manifest, overwrite=overwrite,
+               sources=[("--xtreme_dir", xtreme_dir),
+                        *(("--infer_dirs", d) for d in infer_dirs)])
   return manifest
 
 
