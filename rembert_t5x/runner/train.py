@@ -39,8 +39,10 @@ this runner mid-step and mid-save from outside (tests/crashing_train.py).
 import dataclasses
 import functools
 import json
+import math
 import os
 import pathlib
+import sys
 import time
 from typing import Any, Mapping, Optional, Sequence
 
@@ -63,6 +65,7 @@ from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x.runner import checkpoints
 from rembert_t5x.runner import input_checkpoints
+from rembert_t5x.runner import model_dir_lock
 from rembert_t5x.runner import train_lib
 
 
@@ -117,11 +120,17 @@ class MetricsLog:
     self.writer.close()
 
 
-def _check_checkpoint_matches(step_dir: pathlib.Path, params):
-  """Compares parameter shapes before restoring, naming the first mismatch."""
-  saved = checkpoints.param_shapes(
-      checkpoints.tree_metadata(str(step_dir))["params"])
-  expected = checkpoints.param_shapes(params)
+def _check_checkpoint_matches(step_dir: pathlib.Path, tree,
+                              expected: Mapping[str, tuple[int, ...]]):
+  """Compares parameter shapes before restoring, naming the first mismatch.
+
+  `tree` is the checkpoint's metadata (`checkpoints.tree_metadata`),
+  `expected` the model's {name: shape} (`checkpoints.param_shapes`).
+  """
+  if "params" not in tree:
+    raise errors.UserError(f"checkpoint {step_dir} has no 'params': it is "
+                           "not a checkpoint of this runner")
+  saved = checkpoints.param_shapes(tree["params"])
   for name in sorted(set(saved) | set(expected)):
     if name not in saved:
       raise errors.UserError(f"checkpoint {step_dir} has no parameter {name}: "
@@ -241,16 +250,91 @@ class TrainConfig:
     return step % self.checkpoint_period == 0 or step == self.train_steps
 
 
-def _validate(model, config: TrainConfig) -> None:
-  """Checks the settings that need neither devices nor files.
+def _local_path(value: Optional[str], setting: str) -> Optional[str]:
+  """`value` as an absolute local path (`~` expanded), None kept.
+
+  orbax refuses relative checkpoint paths only at the first save, after
+  the steps before it have run; the working directory may differ between
+  the run and its resume. Resolved here, before anything is read.
 
   Raises:
-    errors.UserError: `nonfinite` is neither "stop" nor "skip",
-      `batch_size` is not divisible by `grad_accum_steps`, or the sequence
-      length exceeds the model's position table.
+    errors.UserError: not a string, or a URL (the local runner writes
+      local files; gs:// runs go through t5x.train).
   """
-  network.check_length(model.config,
-                       config.task_feature_lengths["input_tokens"])
+  if value is None or value is gin.REQUIRED or value == "":
+    return value
+  if not isinstance(value, (str, os.PathLike)):
+    raise errors.UserError(f"train.{setting} must be a path string, got "
+                           f"{value!r}")
+  value = os.fspath(value)
+  if "://" in value:
+    raise errors.UserError(
+        f"train.{setting} {value!r}: the local runner writes local paths "
+        "only (cloud storage runs go through t5x.train, docs/T5X.md)")
+  return os.path.abspath(os.path.expanduser(value))
+
+
+def _check_integer(config: TrainConfig, name: str, low: int,
+                   allow_none: bool = False) -> None:
+  value = getattr(config, name)
+  if allow_none and value is None:
+    return
+  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+    raise errors.UserError(f"train.{name} must be an integer, got {value!r}")
+  if value < low:
+    extra = " or None" if allow_none else ""
+    raise errors.UserError(f"train.{name} must be >= {low}{extra}, got "
+                           f"{value}")
+
+
+def _check_number(config: TrainConfig, name: str, low: float, high: float,
+                  low_open: bool = False, high_open: bool = True,
+                  allow_none: bool = False) -> None:
+  value = getattr(config, name)
+  if allow_none and value is None:
+    return
+  bounds = (("(" if low_open else "[") + f"{low:g}, {high:g}"
+            + (")" if high_open else "]"))
+  if isinstance(value, bool) or not isinstance(
+      value, (int, float, np.integer, np.floating)):
+    raise errors.UserError(
+        f"train.{name} must be a number in {bounds}, got {value!r}"
+        + (" (a string: write the number without quotes)"
+           if isinstance(value, str) else ""))
+  value = float(value)
+  inside = (math.isfinite(value)
+            and (value > low if low_open else value >= low)
+            and (value < high if high_open else value <= high))
+  if not inside:
+    raise errors.UserError(f"train.{name} must be a number in {bounds}, got "
+                           f"{value!r}")
+
+
+def _validate(model, config: TrainConfig) -> TrainConfig:
+  """Checks every setting before anything is read, compiled or written.
+
+  Returns:
+    `config` with `model_dir` and `init_checkpoint` made absolute.
+
+  Raises:
+    errors.UserError: one line naming the first bad setting and what is
+      allowed (docs/ERRORS.md lists them).
+  """
+  for name in ("train_steps", "batch_size", "grad_accum_steps",
+               "checkpoint_period", "log_period"):
+    _check_integer(config, name, 1)
+  # 0 is not "keep none": orbax would delete every checkpoint, the
+  # resumable ones of this MODEL_DIR included. None keeps them all.
+  _check_integer(config, "keep_checkpoints", 1, allow_none=True)
+  for name in ("warmup_steps", "seed", "data_seed"):
+    _check_integer(config, name, 0)
+  _check_number(config, "learning_rate", 0, math.inf)
+  _check_number(config, "weight_decay", 0, math.inf)
+  _check_number(config, "clip_norm", 0, math.inf, low_open=True,
+                allow_none=True)
+  _check_number(config, "adam_b1", 0, 1)
+  _check_number(config, "adam_b2", 0, 1)
+  _check_number(config, "adam_eps", 0, math.inf, low_open=True)
   if config.nonfinite not in ("stop", "skip"):
     raise errors.UserError("train.nonfinite must be 'stop' or 'skip', got "
                            f"{config.nonfinite!r}")
@@ -258,10 +342,39 @@ def _validate(model, config: TrainConfig) -> None:
     raise errors.UserError(
         f"batch_size {config.batch_size} is not divisible by "
         f"grad_accum_steps {config.grad_accum_steps}")
+  _check_lengths(model, config.task_feature_lengths)
+  return dataclasses.replace(
+      config, model_dir=_local_path(config.model_dir, "model_dir"),
+      init_checkpoint=_local_path(config.init_checkpoint, "init_checkpoint"))
 
 
-def _prepare_model_dir(model, config: TrainConfig) -> pathlib.Path:
-  """Creates MODEL_DIR and settles the run's task and vocabulary.
+def _check_lengths(model, lengths) -> None:
+  """TASK_FEATURE_LENGTHS: {'input_tokens': N} (plus the model's own task
+  features), N a positive integer within the position table."""
+  allowed = set(getattr(model.FEATURE_CONVERTER_CLS, "TASK_FEATURES",
+                        {"input_tokens": None}))
+  if not isinstance(lengths, Mapping):
+    raise errors.UserError(
+        f"train.task_feature_lengths must be a dict, e.g. "
+        f"{{'input_tokens': 128}}, got {lengths!r}")
+  unknown = sorted(set(lengths) - allowed)
+  if unknown or "input_tokens" not in lengths:
+    raise errors.UserError(
+        f"train.task_feature_lengths {dict(lengths)!r}: "
+        + (f"{type(model).__name__} reads no feature {unknown} (T5-style "
+           "'inputs'/'targets' do not apply); " if unknown else "")
+        + "give the length as {'input_tokens': N}")
+  for key, value in lengths.items():
+    if (isinstance(value, bool) or not isinstance(value, (int, np.integer))
+        or value < 1):
+      raise errors.UserError(f"train.task_feature_lengths[{key!r}] must be a "
+                             f"positive integer, got {value!r}")
+  network.check_length(model.config, lengths["input_tokens"])
+
+
+def _prepare_model_dir(model, config: TrainConfig,
+                       out_dir: pathlib.Path) -> None:
+  """Settles the run's task and vocabulary in MODEL_DIR.
 
   Imports `mixture_or_task_module` and looks the task up (a typo fails
   before anything is compiled), makes the vocabulary of the checkpoint the
@@ -272,21 +385,17 @@ def _prepare_model_dir(model, config: TrainConfig) -> pathlib.Path:
   Args:
     model: the model to train.
     config: the run's settings.
-
-  Returns:
-    MODEL_DIR.
+    out_dir: MODEL_DIR, created and locked.
 
   Raises:
-    errors.UserError: MODEL_DIR is unset or not writable, the task module
-      or task is unknown, or the task vocabulary is larger than the model's.
+    errors.UserError: the task module or task is unknown, or the task
+      vocabulary is larger than the model's.
   """
-  out_dir = check_model_dir(config.model_dir)
   inputs.import_task_module(config.mixture_or_task_module)
   inputs.get_task_or_mixture(config.mixture_or_task_name)
   vocab_lib.use_checkpoint_vocabulary(config.init_checkpoint, str(out_dir))
   inputs.check_task_vocabulary(model, config.mixture_or_task_name)
   inputs.save_task_vocabulary(out_dir, config.mixture_or_task_name)
-  return out_dir
 
 
 def _make_mesh(config: TrainConfig) -> jax.sharding.Mesh:
@@ -347,10 +456,20 @@ def _init_state(model, config: TrainConfig, tx, mesh: jax.sharding.Mesh,
       init_params_fn=init_fn)
 
 
+CORRUPT_DIRECTORY = "unreadable_checkpoints"
+
+
 def _restore_latest(mngr: ocp.CheckpointManager, out_dir: pathlib.Path,
                     state: train_lib.TrainState, shardings
                     ) -> tuple[train_lib.TrainState, int]:
-  """The latest checkpoint of MODEL_DIR, if any.
+  """The newest readable checkpoint of MODEL_DIR, if any.
+
+  A committed checkpoint that cannot be read (a file truncated or lost by a
+  disk or machine failure after orbax committed it) is moved, not deleted,
+  to MODEL_DIR/unreadable_checkpoints/<step> with a warning naming it and
+  the error, and the next older one is tried: resuming from an older step
+  recomputes the same steps (the data order and dropout keys follow the
+  step), so the run ends as an uninterrupted one would.
 
   Args:
     mngr: the checkpoint manager of `out_dir / "checkpoints"`.
@@ -360,24 +479,61 @@ def _restore_latest(mngr: ocp.CheckpointManager, out_dir: pathlib.Path,
 
   Returns:
     (state, step): the restored state and its step, or `state` and 0 when
-    MODEL_DIR has no checkpoint.
+    MODEL_DIR has no (readable) checkpoint.
 
   Raises:
-    errors.UserError: the checkpoint's parameter names or shapes differ
-      from the model's (checked before any tensor is read).
+    errors.UserError: a checkpoint's parameter names or shapes differ from
+      the model's (checked before any tensor is read: another architecture
+      is the user's mistake, not damage, and moves nothing), or an
+      unreadable checkpoint cannot be moved aside.
   """
-  latest = mngr.latest_step()
-  if latest is None:
-    return state, 0
-  _check_checkpoint_matches(out_dir / "checkpoints" / str(latest),
-                            state.params)
   abstract = jax.tree_util.tree_map(
       lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s),
       state, shardings)
-  state = mngr.restore(latest, args=ocp.args.StandardRestore(abstract))
-  start = int(state.step)
-  logging.info("Resumed from %s at step %d", out_dir / "checkpoints", start)
-  return state, start
+  for step in sorted(mngr.all_steps(), reverse=True):
+    step_dir = out_dir / "checkpoints" / str(step)
+    try:
+      saved = checkpoints.tree_metadata(str(step_dir))
+    except errors.UserError as e:
+      _set_aside(mngr, out_dir, step, str(e))
+      continue
+    _check_checkpoint_matches(step_dir, saved,
+                              checkpoints.param_shapes(state.params))
+    try:
+      restored = mngr.restore(step, args=ocp.args.StandardRestore(abstract))
+    except Exception as e:  # pylint: disable=broad-except
+      # orbax and TensorStore raise plain Exception, ValueError, OSError...
+      # for damaged files; the shapes already matched, so this is damage.
+      _set_aside(mngr, out_dir, step,
+                 errors.first_line(e).split(" See full TensorStore")[0])
+      continue
+    logging.info("Resumed from %s at step %d", step_dir, step)
+    return restored, int(restored.step)
+  return state, 0
+
+
+def _set_aside(mngr: ocp.CheckpointManager, out_dir: pathlib.Path, step: int,
+               reason: str) -> None:
+  """Moves the unreadable checkpoint of `step` to unreadable_checkpoints/."""
+  source = out_dir / "checkpoints" / str(step)
+  target = out_dir / CORRUPT_DIRECTORY / str(step)
+  if target.exists():
+    target = target.with_name(f"{step}.{int(time.time())}")
+  try:
+    target.parent.mkdir(exist_ok=True)
+    os.replace(source, target)
+  except OSError as e:
+    raise errors.UserError(
+        f"checkpoint {source} cannot be read ({reason}) nor moved aside to "
+        f"{target} ({e.strerror or e}): move or delete it by hand to resume "
+        "from the previous checkpoint") from e
+  mngr.reload()
+  logging.warning(
+      "checkpoint %s cannot be read (%s); moved to %s, resuming from the "
+      "previous checkpoint (if any)", source, reason, target)
+  print(f"warning: checkpoint {source} cannot be read ({reason}); moved to "
+        f"{target}, resuming from the previous one", file=sys.stderr,
+        flush=True)
 
 
 def _write_run_files(out_dir: pathlib.Path, model) -> None:
@@ -402,22 +558,30 @@ def _check_finite(config: TrainConfig, step: int, metrics,
     out_dir: MODEL_DIR.
 
   Raises:
-    errors.UserError: with nonfinite="stop", the step's loss or gradient is
-      NaN/inf; the message names the step and the last good checkpoint
-      (the state after this step is never saved, so a restart resumes from
-      it). With "skip" the step's update was skipped: a warning is logged.
+    errors.UserError: with nonfinite="stop", the step's loss, gradient or
+      updated parameters are NaN/inf; the message names the step and the
+      last good checkpoint (the state after this step is never saved, so a
+      restart resumes from it). With "skip" the step's update was skipped:
+      a warning is logged.
   """
   if bool(metrics["finite"]):
     return
   if config.nonfinite == "skip":
-    logging.warning("step %d: non-finite loss/gradient, update skipped", step)
+    logging.warning("step %d: non-finite loss, gradient or update; update "
+                    "skipped", step)
     return
   good = mngr.latest_step()
   lengths = ", ".join(f"{k} {v}" for k, v in
                       sorted(config.task_feature_lengths.items()))
+  loss, grad_norm = float(metrics["loss"]), float(metrics["grad_norm"])
+  # The step program's flag also covers the updated parameters: an update
+  # can overflow them while the loss and gradient are finite.
+  what = ("loss or gradient" if not (math.isfinite(loss) and
+                                     math.isfinite(grad_norm))
+          else "parameters after the update")
   raise errors.UserError(
-      f"non-finite loss or gradient at step {step} (loss="
-      f"{float(metrics['loss'])}, grad_norm={float(metrics['grad_norm'])}; "
+      f"non-finite {what} at step {step} (loss={loss}, "
+      f"grad_norm={grad_norm}; "
       f"batch {config.batch_size} x {lengths}, learning rate "
       f"{config.learning_rate}); stopped, the last good checkpoint is "
       + (f"{out_dir / 'checkpoints' / str(good)}" if good is not None
@@ -585,8 +749,8 @@ def train(
 
 
 def _run(model, config: TrainConfig) -> dict[str, float]:
-  """Trains `model` with `config`: validates, prepares MODEL_DIR, builds or
-  restores the state, then runs the loop.
+  """Trains `model` with `config`: validates, locks and prepares MODEL_DIR,
+  builds or restores the state, then runs the loop.
 
   Returns:
     The last logged metrics.
@@ -594,9 +758,71 @@ def _run(model, config: TrainConfig) -> dict[str, float]:
   Raises:
     errors.UserError: as `train`.
   """
-  _validate(model, config)
-  out_dir = _prepare_model_dir(model, config)
+  config = _validate(model, config)
+  out_dir = check_model_dir(config.model_dir)
+  with model_dir_lock.hold(out_dir):
+    done = _finished_run(model, out_dir, config)
+    if done is not None:
+      return done
+    return _run_locked(model, config, out_dir)
+
+
+def _finished_run(model, out_dir: pathlib.Path,
+                  config: TrainConfig) -> Optional[dict[str, float]]:
+  """The last metrics if MODEL_DIR already holds step `train_steps`.
+
+  A rerun of a finished run changes nothing (config.gin, metrics.jsonl and
+  the checkpoints stay as they are) and says so; it returns the last
+  logged metrics, so a sweep can rerun a finished job cheaply.
+
+  Returns:
+    None when there are steps left to train, or the last checkpoint's
+    metadata cannot be read (the run then sets it aside and redoes it).
+
+  Raises:
+    errors.UserError: MODEL_DIR holds a step beyond `train_steps` (a
+      shorter run would truncate its log and restart its schedule), or its
+      last checkpoint is of another architecture.
+  """
+  if not (out_dir / "checkpoints").is_dir():
+    return None
+  try:
+    saved = checkpoints.steps(str(out_dir / "checkpoints"))
+  except errors.UserError:  # no committed checkpoint yet
+    return None
+  latest = max(saved)
+  if latest > config.train_steps:
+    raise errors.UserError(
+        f"MODEL_DIR {out_dir} holds a checkpoint of step {latest}, past "
+        f"train_steps {config.train_steps}: nothing to train (raise "
+        "TRAIN_STEPS to go on, or use a new MODEL_DIR)")
+  if latest < config.train_steps:
+    return None
+  step_dir = out_dir / "checkpoints" / str(latest)
+  try:
+    tree = checkpoints.tree_metadata(str(step_dir))
+  except errors.UserError:
+    return None
+  _check_checkpoint_matches(step_dir, tree,
+                            checkpoints.model_param_shapes(model))
+  print(f"MODEL_DIR {out_dir} already holds step {latest} = train_steps: "
+        "nothing to train, nothing changed", file=sys.stderr, flush=True)
+  last: dict[str, float] = {}
+  log = out_dir / "metrics.jsonl"
+  if log.is_file():
+    for line in log.read_text().splitlines():
+      try:
+        last = {k: float(v) for k, v in json.loads(line).items()}
+      except (ValueError, TypeError, AttributeError):
+        continue
+  return last
+
+
+def _run_locked(model, config: TrainConfig,
+                out_dir: pathlib.Path) -> dict[str, float]:
+  """`_run` once MODEL_DIR is held."""
   mesh = _make_mesh(config)
+  _prepare_model_dir(model, config, out_dir)
   rules = train_lib.default_rules()
   tx, schedule = train_lib.make_optimizer(
       config.learning_rate, config.train_steps, config.warmup_steps,

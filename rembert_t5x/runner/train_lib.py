@@ -269,7 +269,8 @@ def make_train_step(model, tx: optax.GradientTransformation,
   (`models.with_full_batch_loss_weight`), so the micro batch losses are
   shares of the full batch's mean and the summed gradient is the full
   batch's, also for tagging with uneven weights. With `skip_nonfinite`, a
-  step whose loss or gradient is NaN/inf leaves params and optimizer state
+  step whose loss, gradient or updated params are NaN/inf leaves params and
+  optimizer state
   unchanged (the step counter still advances, so the data order stays that
   of an uninterrupted run).
   """
@@ -304,7 +305,11 @@ def make_train_step(model, tx: optax.GradientTransformation,
     grad_norm = optax.tree.norm(grads)
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
-    finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+    # The new parameters too: a finite gradient times an overflowing step
+    # size (or an Adam state gone inf) makes them NaN/inf, and the runner
+    # saves only states whose flag is set. One reduction over the params.
+    finite = (jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+              & jnp.isfinite(optax.tree.norm(params)))
     if skip_nonfinite:
       keep = lambda new, old: jnp.where(finite, new, old)
       params = jax.tree_util.tree_map(keep, params, state.params)
