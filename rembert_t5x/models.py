@@ -279,26 +279,58 @@ class RemBertMLMModel(RemBertBaseModel):
     return scores
 
 
+def _slots(batch: Batch, *names: str) -> tuple[Array, ...]:
+  """Per-example features as `[batch, slots]`, and their `[batch, slots]`
+  weights.
+
+  A packed batch (`runner.finetune_packing`) has `[rows, slots]` features
+  and `slot_weights` (0 for an empty slot); an unpacked one has `[batch]`
+  (or `[batch, 1]`): one slot per row, weight 1.
+  """
+  rows = batch["input_tokens"].shape[0]
+  values = tuple(batch[n].reshape(rows, -1) for n in names)
+  weights = batch.get(SLOT_WEIGHTS)
+  if weights is None:
+    weights = jnp.ones(values[0].shape, jnp.float32)
+  return (*values, weights.astype(jnp.float32))
+
+
+# Features of a packed fine-tuning batch (`runner.finetune_packing`).
+SLOT_OFFSETS = "slot_offsets"
+SLOT_WEIGHTS = "slot_weights"
+
+
 class RemBertPairClassificationModel(RemBertBaseModel):
-  """Sentence-pair classification (XNLI, PAWS-X) from the pooled [CLS]."""
+  """Sentence-pair classification (XNLI, PAWS-X) from the pooled [CLS].
+
+  Packed batches pool the [CLS] of every example of a row (`slot_offsets`)
+  and weigh empty slots 0.
+  """
 
   FEATURE_CONVERTER_CLS = feature_converters.PairClassificationFeatureConverter
 
+  def _logits(self, params, batch: Batch, dropout_rng=None) -> Array:
+    """`[batch, slots, classes]` (one slot per row when unpacked)."""
+    offsets = batch.get(SLOT_OFFSETS)
+    logits = self._apply(params, batch, dropout_rng, cls_positions=offsets)
+    return logits if offsets is not None else logits[:, None]
+
   def loss_fn(self, params, batch: Batch, dropout_rng=None):
-    logits = self._apply(params, batch, dropout_rng)  # [batch, classes]
-    labels = batch["label"].reshape(-1)
-    ce = _cross_entropy(logits, labels)  # [batch]
-    ones = self.row_loss_weights(batch)
+    logits = self._logits(params, batch, dropout_rng)
+    labels, weights = _slots(batch, "label")  # [batch, slots]
+    ce = _cross_entropy(logits, labels) * weights
+    row_losses = jnp.sum(ce, axis=-1)  # [batch]
+    row_weights = jnp.sum(weights, axis=-1)
     correct = (jnp.argmax(logits, -1) == labels).astype(jnp.float32)
-    loss = _normalized_loss(ce, ones, batch)
+    loss = _normalized_loss(row_losses, row_weights, batch)
     return loss, {
-        "loss": _loss_metric(ce, ones),
-        "accuracy": _weighted_mean_metric(correct, ones),
+        "loss": _loss_metric(row_losses, row_weights),
+        "accuracy": _weighted_mean_metric(correct, weights),
     }
 
   def row_loss_weights(self, batch: Batch) -> Array:
-    """Every example weighs 1: the loss is the mean over examples."""
-    return jnp.ones(batch["label"].shape[:1], jnp.float32)
+    """Examples per row (1 unpacked): the loss is the mean over examples."""
+    return jnp.sum(_slots(batch, "label")[-1], axis=-1)
 
   def predict_batch_with_aux(self, params, batch: Batch, rng=None):
     logits = self._apply(params, batch)
@@ -430,23 +462,45 @@ class RemBertQAModel(RemBertBaseModel):
     self.max_answer_length = max_answer_length
 
   def loss_fn(self, params, batch: Batch, dropout_rng=None):
+    """Mean over windows of the start and end cross entropies.
+
+    Each window's softmax runs over its own tokens only (`segment_ids`
+    equal to its slot), not over the padding of its row nor over the other
+    windows packed beside it: a window's loss depends on its tokens alone,
+    padded or packed. BERT's and Hugging Face's softmax also covers the
+    row's padding (docs/FIDELITY.md).
+    """
     start_logits, end_logits = self._apply(params, batch, dropout_rng)
-    start = batch["start_positions"].reshape(-1)
-    end = batch["end_positions"].reshape(-1)
-    row_losses = 0.5 * (_cross_entropy(start_logits, start)
-                        + _cross_entropy(end_logits, end))  # [batch]
-    ones = self.row_loss_weights(batch)
-    loss = _normalized_loss(row_losses, ones, batch)
+    start, end, weights = _slots(batch, "start_positions", "end_positions")
+    slots = weights.shape[-1]
+    segment_ids = batch.get("segment_ids")
+    if segment_ids is None:
+      segment_ids = (batch["input_tokens"] != self.config.pad_id).astype(
+          jnp.int32)
+    # [batch, length] -> [batch, slots, length]: slot s sees segment s + 1.
+    own = (segment_ids[:, None, :]
+           == jnp.arange(1, slots + 1)[None, :, None])
+
+    def per_slot(logits):
+      # A large finite negative: an empty slot (no token) stays finite.
+      return jnp.where(own, logits.astype(jnp.float32)[:, None, :], -1e9)
+
+    start_logits, end_logits = per_slot(start_logits), per_slot(end_logits)
+    ce = 0.5 * (_cross_entropy(start_logits, start)
+                + _cross_entropy(end_logits, end)) * weights
+    row_losses = jnp.sum(ce, axis=-1)  # [batch]
+    row_weights = jnp.sum(weights, axis=-1)
+    loss = _normalized_loss(row_losses, row_weights, batch)
     both = ((jnp.argmax(start_logits, -1) == start)
             & (jnp.argmax(end_logits, -1) == end)).astype(jnp.float32)
     return loss, {
-        "loss": _loss_metric(row_losses, ones),
-        "span_accuracy": _weighted_mean_metric(both, ones),
+        "loss": _loss_metric(row_losses, row_weights),
+        "span_accuracy": _weighted_mean_metric(both, weights),
     }
 
   def row_loss_weights(self, batch: Batch) -> Array:
-    """Every window weighs 1: the loss is the mean over windows."""
-    return jnp.ones(batch["start_positions"].shape[:1], jnp.float32)
+    """Windows per row (1 unpacked): the loss is the mean over windows."""
+    return jnp.sum(_slots(batch, "start_positions")[-1], axis=-1)
 
   def predict_batch_with_aux(self, params, batch: Batch, rng=None):
     start_logits, end_logits = self._apply(params, batch)

@@ -537,17 +537,34 @@ class RemBertForSequenceClassification(nn.Module):
 
   @nn.compact
   def __call__(self, input_tokens, token_types=None, segment_ids=None,
-               positions=None, *, enable_dropout: bool = False) -> Array:
+               positions=None, cls_positions=None, *,
+               enable_dropout: bool = False) -> Array:
+    """Class logits of each row's [CLS], or of each packed example's.
+
+    Args:
+      input_tokens, token_types, segment_ids, positions: see
+        `RemBertEncoder`.
+      cls_positions: optional `[batch, slots]` positions of the [CLS] of
+        each example packed into a row (`runner.finetune_packing`).
+
+    Returns:
+      `[batch, num_classes]` logits, or `[batch, slots, num_classes]` with
+      `cls_positions`.
+    """
     cfg = self.config
     x = RemBertEncoder(cfg, name="encoder")(
         input_tokens, token_types, segment_ids, positions,
         enable_dropout=enable_dropout)
-    # [batch, length, emb_dim] -> [batch, emb_dim]
+    if cls_positions is None:
+      cls = x[:, 0]  # [batch, length, emb_dim] -> [batch, emb_dim]
+    else:
+      # [batch, length, emb_dim] -> [batch, slots, emb_dim]
+      cls = jnp.take_along_axis(x, cls_positions[..., None], axis=1)
     pooled = jnp.tanh(_dense(cfg, cfg.emb_dim, (axes.EMBED, axes.MLP),
-                             "pooler")(x[:, 0]))
+                             "pooler")(cls))
     pooled = nn.Dropout(cfg.classifier_dropout_rate)(
         pooled, deterministic=not enable_dropout)
-    # [batch, emb_dim] -> [batch, num_classes]
+    # [..., emb_dim] -> [..., num_classes]
     return _dense(cfg, self.num_classes, (axes.MLP, axes.CLASSES),
                   "classifier")(pooled)
 

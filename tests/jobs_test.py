@@ -38,7 +38,7 @@ def test_one_seed_names_the_run_and_every_checkpoint_is_kept():
   assert args["checkpoint_input_iterator"] is True
   end_only = jobs.train_arguments(_job(steps=10))
   assert end_only["checkpoint_period"] == 10
-  assert end_only["init_checkpoint"] is None and end_only["pack"] is False
+  assert end_only["init_checkpoint"] is None and end_only["pack"] is None
   # Only a run checkpointed along the way saves its input iterator.
   assert end_only["checkpoint_input_iterator"] is False
   assert jobs.train_arguments(_job(keep_checkpoints=1))["keep_checkpoints"] == 1

@@ -17,6 +17,7 @@ from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x.runner import checkpoints
 from rembert_t5x.runner import train
+from rembert_t5x.runner import train_config
 from tests import test_utils
 
 RUN_GIN = test_utils.tiny_run_gin(train_steps=4, learning_rate=1e-3,
@@ -117,7 +118,7 @@ def test_train_arguments_are_the_config_fields():
   """`train.train` (the gin-facing entry) takes `model` and the config."""
   names = list(inspect.signature(train.train).parameters)
   assert names == ["model_dir", "model"] + [
-      f.name for f in dataclasses.fields(train.TrainConfig)][1:]
+      f.name for f in dataclasses.fields(train_config.TrainConfig)][1:]
 
 
 def test_nonfinite_stop_names_the_step_between_log_steps(tmp_path):

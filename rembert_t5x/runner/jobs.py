@@ -59,7 +59,8 @@ class TrainJob:
       masking) seed, so one integer names the run.
     init_checkpoint: a pre-training MODEL_DIR whose encoder initialises the
       model (fine-tuning); None trains from scratch.
-    pack: pack examples into full rows (MLM pre-training).
+    pack: pack examples into full rows (`train.train`'s `pack`: None packs
+      the fine-tuning heads' steps, not MLM).
     warmup_fraction: warm-up steps as a fraction of `steps` (BERT: 0.1).
     checkpoint_period: save every this many steps; None saves only at the
       end.
@@ -76,7 +77,7 @@ class TrainJob:
   learning_rate: float
   seed: int
   init_checkpoint: Optional[str] = None
-  pack: bool = False
+  pack: Optional[bool] = None
   warmup_fraction: float = 0.1
   checkpoint_period: Optional[int] = None
   keep_checkpoints: Optional[int] = None

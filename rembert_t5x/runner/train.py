@@ -36,7 +36,6 @@ Reading checkpoints (eval, the converters, experiments) goes through
 this runner mid-step and mid-save from outside (tests/crashing_train.py).
 """
 
-import dataclasses
 import functools
 import json
 import math
@@ -62,10 +61,11 @@ from rembert_t5x import configs
 from rembert_t5x.data import inputs
 from rembert_t5x.data import vocabulary as vocab_lib
 from rembert_t5x import models
-from rembert_t5x import network
 from rembert_t5x.runner import checkpoints
+from rembert_t5x.runner import finetune_packing
 from rembert_t5x.runner import input_checkpoints
 from rembert_t5x.runner import model_dir_lock
+from rembert_t5x.runner import train_config
 from rembert_t5x.runner import train_lib
 
 
@@ -144,8 +144,8 @@ def _check_checkpoint_matches(step_dir: pathlib.Path, tree,
           f"this model expects {expected[name]} (another architecture?)")
 
 
-def _input_iterator(model, config: "TrainConfig", out_dir: pathlib.Path,
-                    start: int) -> inputs.InputIterator:
+def _input_iterator(model, config: train_config.TrainConfig,
+                    out_dir: pathlib.Path, start: int) -> inputs.InputIterator:
   """The training batches from step `start` on.
 
   Args:
@@ -162,7 +162,8 @@ def _input_iterator(model, config: "TrainConfig", out_dir: pathlib.Path,
   make_dataset = functools.partial(
       inputs.make_dataset, model, config.mixture_or_task_name,
       config.task_feature_lengths, config.batch_size, "train",
-      config.data_seed, config.pack)
+      config.data_seed,
+      config.pack and not train_config.host_packs(model, config))
   if start and config.checkpoint_input_iterator:
     data = input_checkpoints.restore(make_dataset, out_dir, start)
     if data is not None:
@@ -173,206 +174,7 @@ def _input_iterator(model, config: "TrainConfig", out_dir: pathlib.Path,
   return make_dataset(skip_batches=start)
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainConfig:
-  """The settings of one local training run: `train`'s arguments but `model`.
-
-  Attributes:
-    model_dir: output directory (created; must be writable). The run files
-      bind it as T5X's do: `train.train.model_dir = %MODEL_DIR`.
-    mixture_or_task_name: registered SeqIO task or mixture.
-    mixture_or_task_module: a module to import first, which registers it
-      (e.g. 'rembert_tasks').
-    task_feature_lengths: e.g. {"input_tokens": 128}.
-    train_steps: total optimizer steps.
-    batch_size: examples per step (split into `grad_accum_steps` micro
-      batches).
-    learning_rate, warmup_steps, weight_decay, clip_norm, adam_b1, adam_b2,
-      adam_eps: AdamW with linear warm-up and linear decay (paper Table 14).
-    grad_accum_steps: gradient accumulation.
-    pack: pack examples (MLM pre-training).
-    mesh_shape: (data, model) mesh over local devices; -1 takes the rest.
-    checkpoint_period: save every this many steps (and at the end).
-    keep_checkpoints: keep the last this many.
-    log_period: log metrics every this many steps (and at the end).
-    seed: init and dropout seed.
-    data_seed: shuffling/masking seed of the input pipeline.
-    init_checkpoint: a pre-training MODEL_DIR; its encoder initialises the
-      model (the MLM head and pre-training-only layers are dropped).
-    nonfinite: what to do when the loss or gradient is NaN/inf: "stop"
-      (raise, keeping the last good checkpoint) or "skip" (skip the update).
-    checkpoint_input_iterator: save the input iterator's state with each
-      checkpoint and restore it on resume, so the consumed batches are not
-      read again (T5X's `save_dataset` and `restore_dataset` in one). The
-      state holds the shuffle buffers: 9.3 MB for the 4-language demo at 64
-      tokens (README, "Resume does not read the data again"). False, or a
-      step without a state, resumes by skipping the consumed batches: the
-      same batches, read again.
-    progress_bar: show a tqdm bar.
-  """
-  model_dir: Optional[str]
-  mixture_or_task_name: str
-  mixture_or_task_module: Optional[str]
-  task_feature_lengths: Mapping[str, int]
-  train_steps: int
-  batch_size: int
-  learning_rate: float
-  warmup_steps: int
-  weight_decay: float
-  clip_norm: Optional[float]
-  adam_b1: float
-  adam_b2: float
-  adam_eps: float
-  grad_accum_steps: int
-  pack: bool
-  mesh_shape: Sequence[int]
-  checkpoint_period: int
-  keep_checkpoints: int
-  log_period: int
-  seed: int
-  data_seed: int
-  init_checkpoint: Optional[str]
-  nonfinite: str
-  checkpoint_input_iterator: bool
-  progress_bar: bool
-
-  @property
-  def micro_batch_size(self) -> int:
-    """Examples per micro batch (`batch_size / grad_accum_steps`)."""
-    return self.batch_size // self.grad_accum_steps
-
-  def logs_at(self, step: int) -> bool:
-    """Whether the metrics of step `step` (1-based) are logged."""
-    return step % self.log_period == 0 or step == self.train_steps
-
-  def saves_at(self, step: int) -> bool:
-    """Whether step `step` (1-based) is checkpointed."""
-    return step % self.checkpoint_period == 0 or step == self.train_steps
-
-
-def _local_path(value: Optional[str], setting: str) -> Optional[str]:
-  """`value` as an absolute local path (`~` expanded), None kept.
-
-  orbax refuses relative checkpoint paths only at the first save, after
-  the steps before it have run; the working directory may differ between
-  the run and its resume. Resolved here, before anything is read.
-
-  Raises:
-    errors.UserError: not a string, or a URL (the local runner writes
-      local files; gs:// runs go through t5x.train).
-  """
-  if value is None or value is gin.REQUIRED or value == "":
-    return value
-  if not isinstance(value, (str, os.PathLike)):
-    raise errors.UserError(f"train.{setting} must be a path string, got "
-                           f"{value!r}")
-  value = os.fspath(value)
-  if "://" in value:
-    raise errors.UserError(
-        f"train.{setting} {value!r}: the local runner writes local paths "
-        "only (cloud storage runs go through t5x.train, docs/T5X.md)")
-  return os.path.abspath(os.path.expanduser(value))
-
-
-def _check_integer(config: TrainConfig, name: str, low: int,
-                   allow_none: bool = False) -> None:
-  value = getattr(config, name)
-  if allow_none and value is None:
-    return
-  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-    raise errors.UserError(f"train.{name} must be an integer, got {value!r}")
-  if value < low:
-    extra = " or None" if allow_none else ""
-    raise errors.UserError(f"train.{name} must be >= {low}{extra}, got "
-                           f"{value}")
-
-
-def _check_number(config: TrainConfig, name: str, low: float, high: float,
-                  low_open: bool = False, high_open: bool = True,
-                  allow_none: bool = False) -> None:
-  value = getattr(config, name)
-  if allow_none and value is None:
-    return
-  bounds = (("(" if low_open else "[") + f"{low:g}, {high:g}"
-            + (")" if high_open else "]"))
-  if isinstance(value, bool) or not isinstance(
-      value, (int, float, np.integer, np.floating)):
-    raise errors.UserError(
-        f"train.{name} must be a number in {bounds}, got {value!r}"
-        + (" (a string: write the number without quotes)"
-           if isinstance(value, str) else ""))
-  value = float(value)
-  inside = (math.isfinite(value)
-            and (value > low if low_open else value >= low)
-            and (value < high if high_open else value <= high))
-  if not inside:
-    raise errors.UserError(f"train.{name} must be a number in {bounds}, got "
-                           f"{value!r}")
-
-
-def _validate(model, config: TrainConfig) -> TrainConfig:
-  """Checks every setting before anything is read, compiled or written.
-
-  Returns:
-    `config` with `model_dir` and `init_checkpoint` made absolute.
-
-  Raises:
-    errors.UserError: one line naming the first bad setting and what is
-      allowed (docs/ERRORS.md lists them).
-  """
-  for name in ("train_steps", "batch_size", "grad_accum_steps",
-               "checkpoint_period", "log_period"):
-    _check_integer(config, name, 1)
-  # 0 is not "keep none": orbax would delete every checkpoint, the
-  # resumable ones of this MODEL_DIR included. None keeps them all.
-  _check_integer(config, "keep_checkpoints", 1, allow_none=True)
-  for name in ("warmup_steps", "seed", "data_seed"):
-    _check_integer(config, name, 0)
-  _check_number(config, "learning_rate", 0, math.inf)
-  _check_number(config, "weight_decay", 0, math.inf)
-  _check_number(config, "clip_norm", 0, math.inf, low_open=True,
-                allow_none=True)
-  _check_number(config, "adam_b1", 0, 1)
-  _check_number(config, "adam_b2", 0, 1)
-  _check_number(config, "adam_eps", 0, math.inf, low_open=True)
-  if config.nonfinite not in ("stop", "skip"):
-    raise errors.UserError("train.nonfinite must be 'stop' or 'skip', got "
-                           f"{config.nonfinite!r}")
-  if config.batch_size % config.grad_accum_steps:
-    raise errors.UserError(
-        f"batch_size {config.batch_size} is not divisible by "
-        f"grad_accum_steps {config.grad_accum_steps}")
-  _check_lengths(model, config.task_feature_lengths)
-  return dataclasses.replace(
-      config, model_dir=_local_path(config.model_dir, "model_dir"),
-      init_checkpoint=_local_path(config.init_checkpoint, "init_checkpoint"))
-
-
-def _check_lengths(model, lengths) -> None:
-  """TASK_FEATURE_LENGTHS: {'input_tokens': N} (plus the model's own task
-  features), N a positive integer within the position table."""
-  allowed = set(getattr(model.FEATURE_CONVERTER_CLS, "TASK_FEATURES",
-                        {"input_tokens": None}))
-  if not isinstance(lengths, Mapping):
-    raise errors.UserError(
-        f"train.task_feature_lengths must be a dict, e.g. "
-        f"{{'input_tokens': 128}}, got {lengths!r}")
-  unknown = sorted(set(lengths) - allowed)
-  if unknown or "input_tokens" not in lengths:
-    raise errors.UserError(
-        f"train.task_feature_lengths {dict(lengths)!r}: "
-        + (f"{type(model).__name__} reads no feature {unknown} (T5-style "
-           "'inputs'/'targets' do not apply); " if unknown else "")
-        + "give the length as {'input_tokens': N}")
-  for key, value in lengths.items():
-    if (isinstance(value, bool) or not isinstance(value, (int, np.integer))
-        or value < 1):
-      raise errors.UserError(f"train.task_feature_lengths[{key!r}] must be a "
-                             f"positive integer, got {value!r}")
-  network.check_length(model.config, lengths["input_tokens"])
-
-
-def _prepare_model_dir(model, config: TrainConfig,
+def _prepare_model_dir(model, config: train_config.TrainConfig,
                        out_dir: pathlib.Path) -> None:
   """Settles the run's task and vocabulary in MODEL_DIR.
 
@@ -398,7 +200,7 @@ def _prepare_model_dir(model, config: TrainConfig,
   inputs.save_task_vocabulary(out_dir, config.mixture_or_task_name)
 
 
-def _make_mesh(config: TrainConfig) -> jax.sharding.Mesh:
+def _make_mesh(config: train_config.TrainConfig) -> jax.sharding.Mesh:
   """The ("data", "model") mesh of `config.mesh_shape` over local devices.
 
   Raises:
@@ -416,7 +218,8 @@ def _make_mesh(config: TrainConfig) -> jax.sharding.Mesh:
   return mesh
 
 
-def _init_state(model, config: TrainConfig, tx, mesh: jax.sharding.Mesh,
+def _init_state(model, config: train_config.TrainConfig, tx,
+                mesh: jax.sharding.Mesh,
                 rules) -> tuple[train_lib.TrainState, Any]:
   """The initial train state, sharded over `mesh`.
 
@@ -546,7 +349,7 @@ def _write_run_files(out_dir: pathlib.Path, model) -> None:
   configs.write_checkpoint_config(out_dir, model.config)
 
 
-def _check_finite(config: TrainConfig, step: int, metrics,
+def _check_finite(config: train_config.TrainConfig, step: int, metrics,
                   mngr: ocp.CheckpointManager, out_dir: pathlib.Path) -> None:
   """Reads step `step`'s finite flag on the host (waiting for that step).
 
@@ -611,9 +414,9 @@ def _save_checkpoint(mngr: ocp.CheckpointManager, data: inputs.InputIterator,
   return save_iterator
 
 
-def _train_loop(model, config: TrainConfig, *, step_fn, state, start: int,
-                data: inputs.InputIterator, mngr: ocp.CheckpointManager,
-                out_dir: pathlib.Path) -> dict[str, float]:
+def _train_loop(model, config: train_config.TrainConfig, *, step_fn, state,
+                start: int, data: inputs.InputIterator,
+                mngr: ocp.CheckpointManager, out_dir: pathlib.Path, pack=None) -> dict[str, float]:
   """Runs steps `start + 1` .. `train_steps`, logging and checkpointing.
 
   Args:
@@ -625,9 +428,12 @@ def _train_loop(model, config: TrainConfig, *, step_fn, state, start: int,
     data: the batches from step `start` on; closed on return.
     mngr: the checkpoint manager; waited for on return.
     out_dir: MODEL_DIR (metrics.jsonl, TensorBoard events, iterator states).
+    pack: None, or `batch -> batch` packing each checked batch
+      (`finetune_packing.pack_step`).
 
   Returns:
-    The last logged metrics (empty when no step ran).
+    The last logged metrics (empty when no step ran), plus `step_shapes`:
+    how many batch shapes the step ran on (each one compiled program).
 
   Raises:
     errors.UserError: a batch cannot be read or fails its checks, or (with
@@ -650,11 +456,15 @@ def _train_loop(model, config: TrainConfig, *, step_fn, state, start: int,
   # saves reads its own flag first); the step N + 1 that "stop" has already
   # dispatched is dropped unsaved.
   pending = None  # (step, metrics) whose finite flag is not read yet
+  shapes = set()  # batch shapes the step ran on: one compilation each
   try:
     for step in range(start, config.train_steps):
       tick = time.perf_counter()
       batch = inputs.next_batch(data, config.mixture_or_task_name, step)
       inputs.check_batch(model, batch, config.mixture_or_task_name, step)
+      if pack is not None:
+        batch = pack(batch)
+      shapes.add(batch["input_tokens"].shape)
       state, metrics = step_fn(state, batch, dropout_rng)
       done = step + 1
       if pending is not None:
@@ -682,6 +492,10 @@ def _train_loop(model, config: TrainConfig, *, step_fn, state, start: int,
     data.close()
     mngr.wait_until_finished()
     log.close()
+  if shapes:
+    logging.info("the train step ran on %d batch shapes: %s", len(shapes),
+                 sorted(shapes))
+    last = dict(last, step_shapes=float(len(shapes)))
   return last
 
 
@@ -703,7 +517,8 @@ def train(
     adam_b2: float = 0.999,
     adam_eps: float = 1e-6,
     grad_accum_steps: int = 1,
-    pack: bool = False,
+    pack: Optional[bool] = None,
+    pack_max_segments: int = finetune_packing.DEFAULT_MAX_SEGMENTS,
     mesh_shape: Sequence[int] = (-1, 1),
     checkpoint_period: int = 100,
     keep_checkpoints: int = 3,
@@ -731,7 +546,7 @@ def train(
       data, a checkpoint of MODEL_DIR or `init_checkpoint` is unusable, or
       (with nonfinite="stop") a step's loss or gradient is NaN/inf.
   """
-  config = TrainConfig(
+  config = train_config.TrainConfig(
       model_dir=model_dir, mixture_or_task_name=mixture_or_task_name,
       mixture_or_task_module=mixture_or_task_module,
       task_feature_lengths=task_feature_lengths, train_steps=train_steps,
@@ -739,6 +554,7 @@ def train(
       warmup_steps=warmup_steps, weight_decay=weight_decay,
       clip_norm=clip_norm, adam_b1=adam_b1, adam_b2=adam_b2,
       adam_eps=adam_eps, grad_accum_steps=grad_accum_steps, pack=pack,
+      pack_max_segments=pack_max_segments,
       mesh_shape=mesh_shape, checkpoint_period=checkpoint_period,
       keep_checkpoints=keep_checkpoints, log_period=log_period, seed=seed,
       data_seed=data_seed, init_checkpoint=init_checkpoint,
@@ -748,7 +564,7 @@ def train(
   return _run(model, config)
 
 
-def _run(model, config: TrainConfig) -> dict[str, float]:
+def _run(model, config: train_config.TrainConfig) -> dict[str, float]:
   """Trains `model` with `config`: validates, locks and prepares MODEL_DIR,
   builds or restores the state, then runs the loop.
 
@@ -758,7 +574,7 @@ def _run(model, config: TrainConfig) -> dict[str, float]:
   Raises:
     errors.UserError: as `train`.
   """
-  config = _validate(model, config)
+  config = train_config.validate(model, config)
   out_dir = check_model_dir(config.model_dir)
   with model_dir_lock.hold(out_dir):
     done = _finished_run(model, out_dir, config)
@@ -768,7 +584,8 @@ def _run(model, config: TrainConfig) -> dict[str, float]:
 
 
 def _finished_run(model, out_dir: pathlib.Path,
-                  config: TrainConfig) -> Optional[dict[str, float]]:
+                  config: train_config.TrainConfig
+                  ) -> Optional[dict[str, float]]:
   """The last metrics if MODEL_DIR already holds step `train_steps`.
 
   A rerun of a finished run changes nothing (config.gin, metrics.jsonl and
@@ -818,7 +635,7 @@ def _finished_run(model, out_dir: pathlib.Path,
   return last
 
 
-def _run_locked(model, config: TrainConfig,
+def _run_locked(model, config: train_config.TrainConfig,
                 out_dir: pathlib.Path) -> dict[str, float]:
   """`_run` once MODEL_DIR is held."""
   mesh = _make_mesh(config)
@@ -838,8 +655,14 @@ def _run_locked(model, config: TrainConfig,
       skip_nonfinite=config.nonfinite == "skip")
   data = _input_iterator(model, config, out_dir, start)
   input_checkpoints.prune(out_dir, mngr.all_steps())
+  pack = None
+  if train_config.host_packs(model, config):
+    pack = functools.partial(
+        finetune_packing.pack_step, grad_accum_steps=config.grad_accum_steps,
+        max_segments=config.pack_max_segments, multiple=mesh.shape["data"])
   return _train_loop(model, config, step_fn=step_fn, state=state,
-                     start=start, data=data, mngr=mngr, out_dir=out_dir)
+                     start=start, data=data, mngr=mngr, out_dir=out_dir,
+                     pack=pack)
 
 
 def main(fv: flags.FlagValues) -> None:

@@ -1,0 +1,236 @@
+"""The settings of one local training run, checked before any work starts.
+
+`TrainConfig` holds `train.train`'s arguments; `validate` refuses a bad
+setting with one line naming it and what is allowed (docs/ERRORS.md), before
+any data is read, anything compiled or anything written, and makes the
+paths absolute.
+"""
+
+import dataclasses
+import math
+import os
+from typing import Mapping, Optional, Sequence
+
+import gin
+import numpy as np
+
+from rembert_t5x.common import errors
+from rembert_t5x import network
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  """The settings of one local training run: `train`'s arguments but `model`.
+
+  Attributes:
+    model_dir: output directory (created; must be writable). The run files
+      bind it as T5X's do: `train.train.model_dir = %MODEL_DIR`.
+    mixture_or_task_name: registered SeqIO task or mixture.
+    mixture_or_task_module: a module to import first, which registers it
+      (e.g. 'rembert_tasks').
+    task_feature_lengths: e.g. {"input_tokens": 128}.
+    train_steps: total optimizer steps.
+    batch_size: examples per step (split into `grad_accum_steps` micro
+      batches).
+    learning_rate, warmup_steps, weight_decay, clip_norm, adam_b1, adam_b2,
+      adam_eps: AdamW with linear warm-up and linear decay (paper Table 14).
+    grad_accum_steps: gradient accumulation.
+    pack: pack several examples into one row. For MLM pre-training
+      (True in its run files) the tf.data pipeline packs as T5X does:
+      rows, not examples, per step. For the fine-tuning heads (None, the
+      default, means True) each step's `batch_size` examples are packed on
+      the host into fewer rows (`finetune_packing`): the same examples and,
+      without dropout, the same gradient as one example per row (False).
+    pack_max_segments: the most examples per packed row for the pair and
+      QA heads (their per-example features have this many slots).
+    mesh_shape: (data, model) mesh over local devices; -1 takes the rest.
+    checkpoint_period: save every this many steps (and at the end).
+    keep_checkpoints: keep the last this many.
+    log_period: log metrics every this many steps (and at the end).
+    seed: init and dropout seed.
+    data_seed: shuffling/masking seed of the input pipeline.
+    init_checkpoint: a pre-training MODEL_DIR; its encoder initialises the
+      model (the MLM head and pre-training-only layers are dropped).
+    nonfinite: what to do when the loss or gradient is NaN/inf: "stop"
+      (raise, keeping the last good checkpoint) or "skip" (skip the update).
+    checkpoint_input_iterator: save the input iterator's state with each
+      checkpoint and restore it on resume, so the consumed batches are not
+      read again (T5X's `save_dataset` and `restore_dataset` in one). The
+      state holds the shuffle buffers: 9.3 MB for the 4-language demo at 64
+      tokens (README, "Resume does not read the data again"). False, or a
+      step without a state, resumes by skipping the consumed batches: the
+      same batches, read again.
+    progress_bar: show a tqdm bar.
+  """
+  model_dir: Optional[str]
+  mixture_or_task_name: str
+  mixture_or_task_module: Optional[str]
+  task_feature_lengths: Mapping[str, int]
+  train_steps: int
+  batch_size: int
+  learning_rate: float
+  warmup_steps: int
+  weight_decay: float
+  clip_norm: Optional[float]
+  adam_b1: float
+  adam_b2: float
+  adam_eps: float
+  grad_accum_steps: int
+  pack: Optional[bool]
+  pack_max_segments: int
+  mesh_shape: Sequence[int]
+  checkpoint_period: int
+  keep_checkpoints: int
+  log_period: int
+  seed: int
+  data_seed: int
+  init_checkpoint: Optional[str]
+  nonfinite: str
+  checkpoint_input_iterator: bool
+  progress_bar: bool
+
+  @property
+  def micro_batch_size(self) -> int:
+    """Examples per micro batch (`batch_size / grad_accum_steps`)."""
+    return self.batch_size // self.grad_accum_steps
+
+  def logs_at(self, step: int) -> bool:
+    """Whether the metrics of step `step` (1-based) are logged."""
+    return step % self.log_period == 0 or step == self.train_steps
+
+  def saves_at(self, step: int) -> bool:
+    """Whether step `step` (1-based) is checkpointed."""
+    return step % self.checkpoint_period == 0 or step == self.train_steps
+
+
+def _local_path(value: Optional[str], setting: str) -> Optional[str]:
+  """`value` as an absolute local path (`~` expanded), None kept.
+
+  orbax refuses relative checkpoint paths only at the first save, after
+  the steps before it have run; the working directory may differ between
+  the run and its resume. Resolved here, before anything is read.
+
+  Raises:
+    errors.UserError: not a string, or a URL (the local runner writes
+      local files; gs:// runs go through t5x.train).
+  """
+  if value is None or value is gin.REQUIRED or value == "":
+    return value
+  if not isinstance(value, (str, os.PathLike)):
+    raise errors.UserError(f"train.{setting} must be a path string, got "
+                           f"{value!r}")
+  value = os.fspath(value)
+  if "://" in value:
+    raise errors.UserError(
+        f"train.{setting} {value!r}: the local runner writes local paths "
+        "only (cloud storage runs go through t5x.train, docs/T5X.md)")
+  return os.path.abspath(os.path.expanduser(value))
+
+
+def _check_integer(config: TrainConfig, name: str, low: int,
+                   allow_none: bool = False) -> None:
+  value = getattr(config, name)
+  if allow_none and value is None:
+    return
+  if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+    raise errors.UserError(f"train.{name} must be an integer, got {value!r}")
+  if value < low:
+    extra = " or None" if allow_none else ""
+    raise errors.UserError(f"train.{name} must be >= {low}{extra}, got "
+                           f"{value}")
+
+
+def _check_number(config: TrainConfig, name: str, low: float, high: float,
+                  low_open: bool = False, high_open: bool = True,
+                  allow_none: bool = False) -> None:
+  value = getattr(config, name)
+  if allow_none and value is None:
+    return
+  bounds = (("(" if low_open else "[") + f"{low:g}, {high:g}"
+            + (")" if high_open else "]"))
+  if isinstance(value, bool) or not isinstance(
+      value, (int, float, np.integer, np.floating)):
+    raise errors.UserError(
+        f"train.{name} must be a number in {bounds}, got {value!r}"
+        + (" (a string: write the number without quotes)"
+           if isinstance(value, str) else ""))
+  value = float(value)
+  inside = (math.isfinite(value)
+            and (value > low if low_open else value >= low)
+            and (value < high if high_open else value <= high))
+  if not inside:
+    raise errors.UserError(f"train.{name} must be a number in {bounds}, got "
+                           f"{value!r}")
+
+
+def validate(model, config: TrainConfig) -> TrainConfig:
+  """Checks every setting before anything is read, compiled or written.
+
+  Returns:
+    `config` with `model_dir` and `init_checkpoint` made absolute.
+
+  Raises:
+    errors.UserError: one line naming the first bad setting and what is
+      allowed (docs/ERRORS.md lists them).
+  """
+  for name in ("train_steps", "batch_size", "grad_accum_steps",
+               "checkpoint_period", "log_period"):
+    _check_integer(config, name, 1)
+  # 0 is not "keep none": orbax would delete every checkpoint, the
+  # resumable ones of this MODEL_DIR included. None keeps them all.
+  _check_integer(config, "keep_checkpoints", 1, allow_none=True)
+  for name in ("warmup_steps", "seed", "data_seed"):
+    _check_integer(config, name, 0)
+  _check_integer(config, "pack_max_segments", 1)
+  if config.pack not in (None, True, False):
+    raise errors.UserError(f"train.pack must be True, False or None, got "
+                           f"{config.pack!r}")
+  _check_number(config, "learning_rate", 0, math.inf)
+  _check_number(config, "weight_decay", 0, math.inf)
+  _check_number(config, "clip_norm", 0, math.inf, low_open=True,
+                allow_none=True)
+  _check_number(config, "adam_b1", 0, 1)
+  _check_number(config, "adam_b2", 0, 1)
+  _check_number(config, "adam_eps", 0, math.inf, low_open=True)
+  if config.nonfinite not in ("stop", "skip"):
+    raise errors.UserError("train.nonfinite must be 'stop' or 'skip', got "
+                           f"{config.nonfinite!r}")
+  if config.batch_size % config.grad_accum_steps:
+    raise errors.UserError(
+        f"batch_size {config.batch_size} is not divisible by "
+        f"grad_accum_steps {config.grad_accum_steps}")
+  _check_lengths(model, config.task_feature_lengths)
+  return dataclasses.replace(
+      config, model_dir=_local_path(config.model_dir, "model_dir"),
+      init_checkpoint=_local_path(config.init_checkpoint, "init_checkpoint"))
+
+
+def _check_lengths(model, lengths) -> None:
+  """TASK_FEATURE_LENGTHS: {'input_tokens': N} (plus the model's own task
+  features), N a positive integer within the position table."""
+  allowed = set(getattr(model.FEATURE_CONVERTER_CLS, "TASK_FEATURES",
+                        {"input_tokens": None}))
+  if not isinstance(lengths, Mapping):
+    raise errors.UserError(
+        f"train.task_feature_lengths must be a dict, e.g. "
+        f"{{'input_tokens': 128}}, got {lengths!r}")
+  unknown = sorted(set(lengths) - allowed)
+  if unknown or "input_tokens" not in lengths:
+    raise errors.UserError(
+        f"train.task_feature_lengths {dict(lengths)!r}: "
+        + (f"{type(model).__name__} reads no feature {unknown} (T5-style "
+           "'inputs'/'targets' do not apply); " if unknown else "")
+        + "give the length as {'input_tokens': N}")
+  for key, value in lengths.items():
+    if (isinstance(value, bool) or not isinstance(value, (int, np.integer))
+        or value < 1):
+      raise errors.UserError(f"train.task_feature_lengths[{key!r}] must be a "
+                             f"positive integer, got {value!r}")
+  network.check_length(model.config, lengths["input_tokens"])
+
+
+def host_packs(model, config: TrainConfig) -> bool:
+  """Whether each step's examples are packed on the host (fine-tuning heads,
+  unless `pack=False`); MLM packs in its tf.data pipeline instead."""
+  return (config.pack is not False
+          and not model.FEATURE_CONVERTER_CLS.SUPPORTS_PACKING)
