@@ -457,9 +457,28 @@ class RemBertQAModel(RemBertBaseModel):
   FEATURE_CONVERTER_CLS = feature_converters.QAFeatureConverter
 
   def __init__(self, module, optimizer_def=None, input_vocabulary=None,
-               output_vocabulary=None, max_answer_length: int = 30):
+               output_vocabulary=None, max_answer_length: int = 30,
+               span_softmax: str = "own_tokens"):
+    """Creates the adapter.
+
+    Args:
+      module, optimizer_def, input_vocabulary, output_vocabulary: as
+        `RemBertBaseModel`.
+      max_answer_length: longest predicted answer, in tokens.
+      span_softmax: what the start/end softmax of the loss runs over:
+        "own_tokens" (default), the window's own tokens; "row", every
+        position of the row, padding included, as BERT's and Hugging Face's
+        (unpacked batches only; docs/FIDELITY.md compares the two).
+
+    Raises:
+      errors.UserError: an unknown `span_softmax`.
+    """
     super().__init__(module, optimizer_def, input_vocabulary, output_vocabulary)
     self.max_answer_length = max_answer_length
+    if span_softmax not in ("own_tokens", "row"):
+      raise errors.UserError("RemBertQAModel.span_softmax must be "
+                             f"'own_tokens' or 'row', got {span_softmax!r}")
+    self.span_softmax = span_softmax
 
   def loss_fn(self, params, batch: Batch, dropout_rng=None):
     """Mean over windows of the start and end cross entropies.
@@ -480,6 +499,13 @@ class RemBertQAModel(RemBertBaseModel):
     # [batch, length] -> [batch, slots, length]: slot s sees segment s + 1.
     own = (segment_ids[:, None, :]
            == jnp.arange(1, slots + 1)[None, :, None])
+    if self.span_softmax == "row":
+      if SLOT_WEIGHTS in batch:
+        raise errors.UserError(
+            "RemBertQAModel.span_softmax='row' puts the row's padding into "
+            "each window's softmax: it has no meaning for packed rows (train "
+            "with pack=False)")
+      own = jnp.ones_like(own)
 
     def per_slot(logits):
       # A large finite negative: an empty slot (no token) stays finite.
