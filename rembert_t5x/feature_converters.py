@@ -40,6 +40,22 @@ import tensorflow as tf
 
 _Spec = seqio.FeatureConverter.FeatureSpec
 
+# Features of a packed batch of a head with per-example features (pair
+# classification, QA), the layout of `runner.finetune_packing`:
+# `[slots]` per row, one slot per example packed into it.
+SLOT_OFFSETS = "slot_offsets"  # int32: where the example starts in the row
+SLOT_WEIGHTS = "slot_weights"  # float32: 1 for an example, 0 empty slot
+# Per-example features that index into the example's tokens: packed, they
+# are shifted by the example's offset in its row.
+POSITION_FEATURES = ("start_positions", "end_positions")
+
+
+def max_slots(length: int) -> int:
+  """Slots per packed row of `length` tokens: every example has at least
+  its [CLS] and one [SEP], so no row holds more than length / 2."""
+  return max(1, length // 2)
+
+
 # Model features added by every converter (packed or not).
 _SEQUENCE_INFO_FEATURES = {
     "segment_ids": _Spec(dtype=tf.int32),
@@ -87,9 +103,9 @@ class _RemBertFeatureConverter(seqio.FeatureConverter):
     """
     if pack and not self.SUPPORTS_PACKING:
       raise ValueError(
-          f"{type(self).__name__} does not support pack=True: the pooler and "
-          "the classification/QA heads read one example per row. Use "
-          "pack=False (in gin: train/utils.DatasetConfig.pack = False).")
+          f"{type(self).__name__} does not support pack=True: its model "
+          "reads one example per row. Use pack=False (in gin: "
+          "train/utils.DatasetConfig.pack = False).")
     if use_custom_packing_ops:
       logging.warning(
           "%s: use_custom_packing_ops=True needs tensor2tensor; ignoring it "
@@ -100,6 +116,14 @@ class _RemBertFeatureConverter(seqio.FeatureConverter):
         apply_length_check=apply_length_check,
         passthrough_features=passthrough_features,
         **kwargs)
+    if pack and self.SCALAR_FEATURES:
+      # Packed, each per-example feature has one slot per example of the
+      # row (`_to_slots`): rank 1, as seqio requires of packed features.
+      self.MODEL_FEATURES = {
+          **self.TOKEN_FEATURES, **_SEQUENCE_INFO_FEATURES,
+          **{k: _Spec(dtype=v.dtype) for k, v in self.SCALAR_FEATURES.items()},
+          SLOT_OFFSETS: _Spec(dtype=tf.int32),
+          SLOT_WEIGHTS: _Spec(dtype=tf.float32)}
 
   def __init_subclass__(cls, **kwargs):
     super().__init_subclass__(**kwargs)
@@ -163,7 +187,13 @@ class _RemBertFeatureConverter(seqio.FeatureConverter):
     length = lengths["input_tokens"]
     model_lengths = {name: length for name in self.TOKEN_FEATURES}
     model_lengths.update({name: length for name in _SEQUENCE_INFO_FEATURES})
-    model_lengths.update({name: lengths[name] for name in self.SCALAR_FEATURES})
+    if self.pack and self.SCALAR_FEATURES:
+      model_lengths.update({name: max_slots(length) for name in
+                            (*self.SCALAR_FEATURES, SLOT_OFFSETS,
+                             SLOT_WEIGHTS)})
+    else:
+      model_lengths.update(
+          {name: lengths[name] for name in self.SCALAR_FEATURES})
     model_lengths.update(
         {name: lengths[name] for name in self._passthrough_features})
     return model_lengths
@@ -172,6 +202,9 @@ class _RemBertFeatureConverter(seqio.FeatureConverter):
       self, ds: tf.data.Dataset,
       task_feature_lengths: Mapping[str, int]) -> tf.data.Dataset:
     length = task_feature_lengths["input_tokens"]
+    if self.pack and self.SCALAR_FEATURES:
+      return _pack_with_slots(ds, list(self.TOKEN_FEATURES),
+                              list(self.SCALAR_FEATURES), length)
     if self.pack:
       return _pack_aligned(ds, list(self.TOKEN_FEATURES), length)
     keep = (list(self.TOKEN_FEATURES) + list(self.SCALAR_FEATURES) +
@@ -271,22 +304,27 @@ class MLMFeatureConverter(_RemBertFeatureConverter):
 
 
 class PairClassificationFeatureConverter(_RemBertFeatureConverter):
-  """Sentence-pair classification (XNLI, PAWS-X): one example per row.
+  """Sentence-pair classification (XNLI, PAWS-X).
 
   Task features: input_tokens, token_types, label (int32 scalar). Model
-  features: those plus segment_ids and positions; `label` is [batch].
+  features: those plus segment_ids and positions; `label` is [batch]. With
+  pack=True, several examples per row: `label`, `slot_offsets` and
+  `slot_weights` are [batch, max_slots(length)] (`_pack_with_slots`).
   """
 
   TOKEN_FEATURES = dict(_BASE_TOKEN_FEATURES)
   SCALAR_FEATURES = {"label": _Spec(dtype=tf.int32, rank=0)}
+  SUPPORTS_PACKING = True
 
 
 class TaggingFeatureConverter(_RemBertFeatureConverter):
-  """Token tagging (NER, POS): one example per row.
+  """Token tagging (NER, POS): one example per row, or packed (pack=True).
 
   Task features: input_tokens, token_types, targets (tag ids, int32),
   weights (float32, 1 on the first sub-token of a word).
   """
+
+  SUPPORTS_PACKING = True
 
   TOKEN_FEATURES = {
       **_BASE_TOKEN_FEATURES,
@@ -296,10 +334,12 @@ class TaggingFeatureConverter(_RemBertFeatureConverter):
 
 
 class QAFeatureConverter(_RemBertFeatureConverter):
-  """Extractive QA: one window per row.
+  """Extractive QA: one window per row, or packed (pack=True).
 
   Task features: input_tokens, token_types, start_positions, end_positions
-  (int32 scalars; 0 = [CLS] when the answer is outside the window).
+  (int32 scalars; 0 = [CLS] when the answer is outside the window). Packed,
+  the positions are [batch, max_slots(length)] row positions (each window's
+  shifted by its offset), with `slot_offsets` and `slot_weights`.
 
   The task cuts contexts into windows of its own `max_seq_length`; a shorter
   `input_tokens` feature length would cut windows again, losing context and
@@ -315,6 +355,7 @@ class QAFeatureConverter(_RemBertFeatureConverter):
       "start_positions": _Spec(dtype=tf.int32, rank=0),
       "end_positions": _Spec(dtype=tf.int32, rank=0),
   }
+  SUPPORTS_PACKING = True
 
   def __call__(self, ds: tf.data.Dataset,
                task_feature_lengths: Mapping[str, int]) -> tf.data.Dataset:
@@ -347,3 +388,64 @@ class RetrievalFeatureConverter(_RemBertFeatureConverter):
   """
 
   TOKEN_FEATURES = dict(_BASE_TOKEN_FEATURES)
+
+
+def _pack_with_slots(ds: tf.data.Dataset, token_names, scalar_names,
+                     length: int) -> tf.data.Dataset:
+  """Packs a head's examples whose per-example features become slots.
+
+  Each per-example feature is spread over its example's tokens, packed with
+  them (`_pack_aligned`), and read back at each example's first token: the
+  `max_slots(length)` slots of the row, in packing order, `SLOT_OFFSETS`
+  at those tokens, `SLOT_WEIGHTS` 1 (0 for the empty slots), and the
+  `POSITION_FEATURES` shifted by the offset into row positions. Example
+  (length 8, two pair examples of 3 and 4 tokens): `label` [1] and [0]
+  become `label` [1, 0, 0, 0], `slot_offsets` [0, 3, 0, 0], `slot_weights`
+  [1, 1, 0, 0].
+
+  Args:
+    ds: unpacked examples: per-token features `token_names` and rank-0
+      int32 features `scalar_names`.
+    token_names: the per-token features, `input_tokens` first.
+    scalar_names: the per-example features.
+    length: packed row length.
+
+  Returns:
+    Packed examples: the token features, `segment_ids`, `positions`, and
+    `[max_slots(length)]` per-example features, offsets and weights.
+  """
+  slots = max_slots(length)
+  spread_names = {name: f"{name}__per_token" for name in scalar_names}
+
+  def spread(example):
+    out = {name: example[name] for name in token_names}
+    count = tf.size(example["input_tokens"])
+    for name, spread_name in spread_names.items():
+      out[spread_name] = tf.fill([count], tf.cast(example[name], tf.int32))
+    return out
+
+  ds = ds.map(spread, num_parallel_calls=tf.data.AUTOTUNE)
+  ds = _pack_aligned(ds, list(token_names) + list(spread_names.values()),
+                     length)
+
+  def to_slots(row):
+    first = (row["positions"] == 0) & (row["segment_ids"] > 0)
+    offsets = tf.cast(tf.where(first)[:, 0], tf.int32)  # [examples]
+    count = tf.size(offsets)
+    fits = tf.debugging.assert_less_equal(
+        count, slots, message="more examples in a packed row than slots")
+    with tf.control_dependencies([fits]):
+      pad = [[0, slots - count]]
+    out = {name: row[name] for name in (*token_names, "segment_ids",
+                                        "positions")}
+    for name, spread_name in spread_names.items():
+      value = tf.gather(row[spread_name], offsets)
+      if name in POSITION_FEATURES:
+        value += offsets
+      out[name] = tf.ensure_shape(tf.pad(value, pad), [slots])
+    out[SLOT_OFFSETS] = tf.ensure_shape(tf.pad(offsets, pad), [slots])
+    out[SLOT_WEIGHTS] = tf.ensure_shape(
+        tf.pad(tf.ones([count], tf.float32), pad), [slots])
+    return out
+
+  return ds.map(to_slots, num_parallel_calls=tf.data.AUTOTUNE)

@@ -295,9 +295,10 @@ def _slots(batch: Batch, *names: str) -> tuple[Array, ...]:
   return (*values, weights.astype(jnp.float32))
 
 
-# Features of a packed fine-tuning batch (`runner.finetune_packing`).
-SLOT_OFFSETS = "slot_offsets"
-SLOT_WEIGHTS = "slot_weights"
+# Features of a packed fine-tuning batch (`runner.finetune_packing`, or a
+# fine-tuning converter with pack=True).
+SLOT_OFFSETS = feature_converters.SLOT_OFFSETS
+SLOT_WEIGHTS = feature_converters.SLOT_WEIGHTS
 
 
 class RemBertPairClassificationModel(RemBertBaseModel):
@@ -549,6 +550,11 @@ class RemBertQAModel(RemBertBaseModel):
     if return_intermediates:
       return scores, {"start_logits": start_logits, "end_logits": end_logits}
     return scores
+
+
+# The fine-tuning heads: the local runner packs their steps on the host.
+FINETUNING_MODELS = (RemBertPairClassificationModel, RemBertTaggingModel,
+                     RemBertQAModel)
 
 
 def finetuning_params_from_pretraining(

@@ -104,20 +104,79 @@ def num_examples(task_name: str, split: str = "train") -> int:
 @gin.configurable
 def train_steps(mixture_or_task_name: str = gin.REQUIRED,
                 batch_size: int = gin.REQUIRED, epochs: float = EPOCHS,
-                split: str = "train", module: Optional[str] = None) -> int:
+                split: str = "train", module: Optional[str] = None,
+                pack: bool = False,
+                task_feature_lengths: Optional[Mapping[str, int]] = None
+                ) -> int:
   """Optimizer steps of `epochs` passes over the task at `batch_size`.
 
   ceil(examples / batch_size) steps per epoch (the last batch of an epoch
   is a partial one in XTREME's data loaders), times `epochs`, rounded up.
   `module` is imported first (T5X's MIXTURE_OR_TASK_MODULE), since gin
   evaluates this before T5X imports the task module.
+
+  With `pack` (T5X's `DatasetConfig.pack = True`, where `batch_size` counts
+  packed rows) an epoch is ceil(rows / batch_size) steps, the rows counted
+  by packing the split's token lengths at `task_feature_lengths` as seqio
+  does (`packed_rows`): one pass that tokenises the split.
   """
   if batch_size <= 0 or epochs <= 0:
     raise errors.UserError(f"train_steps: batch_size ({batch_size}) and epochs "
                         f"({epochs}) must be positive")
   _import_module(module)
-  per_epoch = math.ceil(num_examples(mixture_or_task_name, split) / batch_size)
-  return math.ceil(per_epoch * epochs)
+  if pack:
+    if not task_feature_lengths:
+      raise errors.UserError("train_steps: pack=True needs "
+                             "task_feature_lengths (TASK_FEATURE_LENGTHS)")
+    count = packed_rows(mixture_or_task_name, split,
+                        tuple(sorted(dict(task_feature_lengths).items())))
+  else:
+    count = num_examples(mixture_or_task_name, split)
+  return math.ceil(math.ceil(count / batch_size) * epochs)
+
+
+def greedy_rows(lengths, length: int, window: Optional[int] = None) -> int:
+  """Rows seqio's packer fills from examples of `lengths`, in order.
+
+  seqio (`trim_and_pack_dataset`) takes `length` examples at a time and
+  fills one row greedily: an example that does not fit closes the row.
+  """
+  window = window or length
+  rows = 0
+  for start in range(0, len(lengths), window):
+    used = 0
+    for n in lengths[start:start + window]:
+      n = min(int(n), length)
+      if used and used + n > length:
+        rows += 1
+        used = 0
+      used += n
+    rows += 1 if used else 0
+  return rows
+
+
+@functools.lru_cache(maxsize=None)
+def packed_rows(task_name: str, split: str,
+                task_feature_lengths: tuple[tuple[str, int], ...]) -> int:
+  """Packed rows of one pass over `split` of a task (`greedy_rows`).
+
+  The order is the unshuffled one; a shuffled pass packs neighbours of
+  other lengths, within a few percent of this count.
+  """
+  import seqio  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  lengths = dict(task_feature_lengths)
+  num_examples(task_name, split)  # the one-line errors for a bad task/split
+  task = seqio.get_mixture_or_task(task_name)
+  try:
+    ds = task.get_dataset(sequence_length=lengths, split=split,
+                          shuffle=False, use_cached=False)
+    sizes = [int(n) for n in ds.map(
+        lambda ex: tf.size(ex["input_tokens"])).as_numpy_iterator()]
+  except (ValueError, tf.errors.OpError) as e:
+    raise errors.UserError(f"cannot pack the {split!r} examples of "
+                           f"{task_name!r}: {errors.first_line(e)}") from e
+  return greedy_rows(sizes, lengths["input_tokens"])
 
 
 # The fine-tuning warm-up (finetune_base.gin) from the derived step count; the

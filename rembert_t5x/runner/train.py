@@ -163,7 +163,7 @@ def _input_iterator(model, config: train_config.TrainConfig,
       inputs.make_dataset, model, config.mixture_or_task_name,
       config.task_feature_lengths, config.batch_size, "train",
       config.data_seed,
-      config.pack and not train_config.host_packs(model, config))
+      config.pack is True and not train_config.host_packs(model, config))
   if start and config.checkpoint_input_iterator:
     data = input_checkpoints.restore(make_dataset, out_dir, start)
     if data is not None:
@@ -416,7 +416,8 @@ def _save_checkpoint(mngr: ocp.CheckpointManager, data: inputs.InputIterator,
 
 def _train_loop(model, config: train_config.TrainConfig, *, step_fn, state,
                 start: int, data: inputs.InputIterator,
-                mngr: ocp.CheckpointManager, out_dir: pathlib.Path, pack=None) -> dict[str, float]:
+                mngr: ocp.CheckpointManager, out_dir: pathlib.Path,
+                pack=None) -> dict[str, float]:
   """Runs steps `start + 1` .. `train_steps`, logging and checkpointing.
 
   Args:

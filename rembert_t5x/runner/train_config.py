@@ -15,6 +15,7 @@ import gin
 import numpy as np
 
 from rembert_t5x.common import errors
+from rembert_t5x import models
 from rembert_t5x import network
 
 
@@ -230,7 +231,7 @@ def _check_lengths(model, lengths) -> None:
 
 
 def host_packs(model, config: TrainConfig) -> bool:
-  """Whether each step's examples are packed on the host (fine-tuning heads,
-  unless `pack=False`); MLM packs in its tf.data pipeline instead."""
-  return (config.pack is not False
-          and not model.FEATURE_CONVERTER_CLS.SUPPORTS_PACKING)
+  """Whether each step's examples are packed on the host: the fine-tuning
+  heads, unless `pack=False`. MLM packs in its tf.data pipeline instead
+  (`pack=True`), as T5X does: rows, not examples, per step."""
+  return config.pack is not False and isinstance(model, models.FINETUNING_MODELS)
