@@ -188,6 +188,25 @@ def test_from_t5x_refuses_an_incomplete_folder(tmp_path, capsys):
   assert not out.exists() and not list(tmp_path.glob("out.tmp-*"))
 
 
+@pytest.mark.parametrize("output", ["infer", "infer/out", "."])
+def test_the_folder_never_overwrites_its_inputs(tmp_path, capsys, output):
+  xtreme, infer = tmp_path / "xtreme", tmp_path / "infer"
+  _pawsx_folder(str(xtreme), "dev")
+  _infer(str(infer), "rembert_local_pawsx_en", [{"index": 0,
+                                                 "prediction": "paraphrase"}])
+  before = sorted((p, p.read_bytes()) for p in tmp_path.rglob("*")
+                  if p.is_file())
+  with pytest.raises(SystemExit):
+    submission.main([f"--infer_dirs={infer}", f"--xtreme_dir={xtreme}",
+                     "--split=dev", f"--output_dir={tmp_path / output}",
+                     "--overwrite"])
+  err = capsys.readouterr().err.strip()
+  assert err.startswith("error: --output_dir ") and "the input --" in err
+  assert err.endswith("write the output to another directory")
+  assert sorted((p, p.read_bytes()) for p in tmp_path.rglob("*")
+                if p.is_file()) == before
+
+
 def test_sweep_prints_infer_and_folder_commands(tmp_path):
   grid = {"squad": sweep.EXPERIMENTS["table15"]["squad"]}
   points = sweep.expand_grid(grid, seeds=[0, 1])

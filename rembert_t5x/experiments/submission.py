@@ -706,6 +706,9 @@ def from_t5x(infer_dirs: Sequence[str], xtreme_dir: str, split: str,
     The manifest written.
   """
   _check_split(split)
+  sources = [("--xtreme_dir", xtreme_dir),
+             *(("--infer_dirs", d) for d in infer_dirs)]
+  io_utils.check_output_dir(output_dir, overwrite, sources=sources)
   found = _infer_files(infer_dirs)
   if not found:
     raise errors.UserError(f"--infer_dirs {list(infer_dirs)}: no t5x.infer "
@@ -729,8 +732,7 @@ def from_t5x(infer_dirs: Sequence[str], xtreme_dir: str, split: str,
               "missing": {t: "no t5x.infer outputs" for t in TASKS
                           if t not in held}}
   write_folder(output_dir, files, manifest, overwrite=overwrite,
-               sources=[("--xtreme_dir", xtreme_dir),
-                        *(("--infer_dirs", d) for d in infer_dirs)])
+               sources=sources)
   return manifest
 
 
