@@ -20,6 +20,7 @@
 # Needs: the first `python` on PATH with t5x and this package importable.
 # No downloads. Takes a few minutes on 2 CPU cores. Exits non-zero on any
 # failure. Keeps its work directory when KEEP=1 (path printed at the end).
+# PACK=1 runs the fine-tuning steps packed (finetune_base.gin's PACK).
 #
 #   bash scripts/t5x_smoke.sh
 set -euo pipefail
@@ -169,13 +170,15 @@ PY
 }
 
 # finetune <name> <run file> <train task> <train-eval task> <infer-eval
-# mixture> [gin flags...]
+# mixture> [gin flags...]; PACK=1 fine-tunes packed (several examples per row).
+PACK_FLAGS=()
+if [[ "${PACK:-0}" == 1 ]]; then PACK_FLAGS=(--gin.PACK=True); fi
 finetune() {
   step "fine-tuning $1 from $CKPT (t5x.train, 4 steps)"
   python -m t5x.train "${TINY[@]}" --gin_file="$2" \
     --gin_file=gin_configs/runs/t5x_cpu_tiny.gin "${TASKS[@]}" \
     --gin.MIXTURE_OR_TASK_NAME="'$3'" --gin.TRAIN_EVAL_TASK="'$4'" \
-    --gin.INFER_EVAL_MIXTURE="'$5'" "${@:6}" \
+    --gin.INFER_EVAL_MIXTURE="'$5'" "${@:6}" "${PACK_FLAGS[@]}" \
     --gin.INITIAL_CHECKPOINT_PATH="'$CKPT'" \
     --gin.MODEL_DIR="'$WORK/finetune_$1'" --alsologtostderr \
     > "$WORK/finetune_$1.log" 2>&1 || { tail -50 "$WORK/finetune_$1.log"; exit 1; }
