@@ -163,6 +163,8 @@ def packed_rows(task_name: str, split: str,
   The order is the unshuffled one; a shuffled pass packs neighbours of
   other lengths, within a few percent of this count.
   """
+  # Deferred: seqio and TensorFlow take seconds to import; only a packed
+  # count needs them.
   import seqio  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   lengths = dict(task_feature_lengths)
