@@ -13,6 +13,7 @@ from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x.runner import checkpoints
 from rembert_t5x.runner import eval as eval_lib
+from rembert_t5x.runner import predict_batches
 from rembert_t5x.runner import train
 from tests import test_utils
 
@@ -72,7 +73,7 @@ def test_predict_fn_puts_params_on_the_device_once():
               "token_types": np.zeros((7, 8), np.int32),
               "label": np.zeros((7, 1), np.int32)}
   ds = tf.data.Dataset.from_tensor_slices(features).enumerate()
-  predict_fn = eval_lib.make_predict_fn(model, params, batch_size=4)
+  predict_fn = predict_batches.make_predict_fn(model, params, batch_size=4)
   # Explicit transfers (device_put/device_get) pass; an implicit copy of
   # host arrays into the jitted call raises.
   with jax.transfer_guard("disallow"):

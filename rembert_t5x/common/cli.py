@@ -17,7 +17,9 @@ Not `absl.app.run`: it parses the global FLAGS and ends a flag error with a
 usage text and exit code 1; here every user error (an unknown or missing flag,
 a gin typo, an unknown task, an unwritable MODEL_DIR, a checkpoint of another
 architecture) ends with one `error: ...` line on stderr and exit code 2, with
-no traceback, and `--help` prints the flags and exits 0.
+no traceback, and `--help` prints the flags and exits 0. Either way the
+process ends: a failed run's tf.data pipelines are freed before the
+interpreter finalizes (`shutdown.end_pipelines_at_exit`).
 """
 
 import contextlib
@@ -28,6 +30,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, TypeVar
 from absl import flags
 
 from rembert_t5x.common import errors
+from rembert_t5x.common import shutdown
 
 Define = Callable[[flags.FlagValues], None]
 T = TypeVar("T")
@@ -162,6 +165,7 @@ def run_main(main: Callable[[flags.FlagValues], T],
   Both under `user_errors(*also)`: a user error exits 2 with one line.
   """
   argv = sys.argv[1:] if argv is None else argv
+  shutdown.end_pipelines_at_exit()
   with user_errors(*also):
     return main(parse_flags(argv, define, doc=doc))
 
@@ -183,6 +187,7 @@ def run_command(commands: Mapping[str, tuple[str, Define,
     What the command's main returns.
   """
   argv = list(sys.argv[1:] if argv is None else argv)
+  shutdown.end_pipelines_at_exit()
   listing = "\n".join(f"  {name}: {text}"
                       for name, (text, _, _) in commands.items())
   if argv and argv[0] in _HELP:

@@ -10,6 +10,7 @@ can be saved and restored, or skipped to). Data errors become
 
 import importlib
 import pathlib
+import re
 from typing import Optional
 
 import numpy as np
@@ -157,7 +158,7 @@ def make_dataset(model, task_name: str, task_feature_lengths, batch_size: int,
     ds = converter(ds, dict(task_feature_lengths))
   except (ValueError, KeyError, OSError, tf.errors.OpError) as e:
     raise errors.UserError(f"task {task_name}, split {split}: "
-                        f"{_first_line(e)}") from e
+                        f"{data_error_line(e)}") from e
   ds = ds.batch(batch_size, drop_remainder=True)
   if skip_batches:
     ds = ds.skip(skip_batches)
@@ -172,6 +173,24 @@ def _first_line(e: BaseException) -> str:
   return text.splitlines()[0] if text else type(e).__name__
 
 
+def data_error_line(e: BaseException) -> str:
+  """The first line of a data error, without tf.data's wrapping.
+
+  A Python error raised on tf.data's threads (a reader's ValueError in a
+  `tf.numpy_function` or generator) reaches the caller as an OpError whose
+  first line reads `{{function_node ...}} Error in user-defined function
+  passed to FlatMapDataset:3 transformation with iterator: Iterator::...:
+  ValueError: <message>`; only the message names the file and the example.
+  """
+  line = _first_line(e)
+  if isinstance(e, tf.errors.OpError):
+    line = re.sub(r"^\{\{[^}]*\}\}\s*", "", line)
+    python_error = re.search(r"\b[A-Z]\w*Error: (.+)", line)
+    if python_error:
+      line = python_error.group(1)
+  return line
+
+
 def next_batch(data, task_name: str, step: int):
   """The next batch; data errors become one-line `UserError`s."""
   try:
@@ -181,7 +200,7 @@ def next_batch(data, task_name: str, step: int):
                         f"{step + 1}") from e
   except (ValueError, tf.errors.OpError) as e:
     raise errors.UserError(f"task {task_name}, reading the batch of step "
-                        f"{step + 1}: {_first_line(e)}") from e
+                        f"{step + 1}: {data_error_line(e)}") from e
 
 
 def check_task_vocabulary(model, task_name: str) -> None:

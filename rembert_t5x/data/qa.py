@@ -43,6 +43,7 @@ import numpy as np
 import seqio
 import tensorflow as tf
 
+from rembert_t5x.common import shutdown
 from rembert_t5x.data import vocabulary as vocab_lib
 
 # BERT's run_squad.py defaults, as XTREME uses them.
@@ -261,6 +262,7 @@ def make_windows(example: QAExample,
   window_size = max_seq_length - prefix_length - 1  # closing [SEP]
   if window_size < 1 or doc_stride < 1:
     raise ValueError(
+        f"{source}: question {example.example_id!r}: "
         f"max_seq_length={max_seq_length} leaves no room for context after a "
         f"{len(question_ids)}-token question (doc_stride={doc_stride}); "
         "raise max_seq_length or lower max_query_length.")
@@ -555,6 +557,8 @@ def squad_file_dataset(path: str, require_gold: bool = True
                          "answer_start": np.asarray(ex.answer_starts,
                                                     dtype=np.int32)}}
 
+  # The generator runs on tf.data's threads: end them before the interpreter.
+  shutdown.end_pipelines_at_exit()
   return tf.data.Dataset.from_generator(
       generate, output_signature=SQUADLIKE_SIGNATURE)
 
@@ -737,6 +741,8 @@ def qa_windows_preprocessor(
       _windows_numpy, vocabulary=vocabulary, max_seq_length=max_seq_length,
       doc_stride=doc_stride, max_query_length=max_query_length,
       source=source, on_misaligned=on_misaligned)
+  # windows_numpy runs on tf.data's threads: end them before the interpreter.
+  shutdown.end_pipelines_at_exit()
   return dataset.flat_map(functools.partial(
       _example_windows, windows_numpy=windows_numpy,
       max_seq_length=max_seq_length))

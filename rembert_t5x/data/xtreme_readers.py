@@ -43,6 +43,7 @@ import numpy as np
 import seqio
 import tensorflow as tf
 
+from rembert_t5x.common import shutdown
 from rembert_t5x.data import qa
 from rembert_t5x import retrieval_metrics
 
@@ -320,6 +321,9 @@ def _function_source(splits: Mapping[str, object], make_rows,
   def dataset_fn(split: str, shuffle_files: bool = False, seed=None):
     del shuffle_files, seed  # One file per split: nothing to shuffle.
     rows = make_rows(splits[split], split)
+    # The generator runs on tf.data's threads: end them before the
+    # interpreter.
+    shutdown.end_pipelines_at_exit()
     return tf.data.Dataset.from_generator(
         lambda: iter(rows), output_signature=output_signature)
 

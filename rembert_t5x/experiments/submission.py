@@ -60,7 +60,7 @@ from rembert_t5x import metrics
 from rembert_t5x import models
 from rembert_t5x import retrieval_metrics
 from rembert_t5x.runner import checkpoints
-from rembert_t5x.runner import eval as eval_lib
+from rembert_t5x.runner import predict_batches
 from rembert_tasks import panx
 from rembert_tasks import pawsx
 from rembert_tasks import qa as qa_tasks
@@ -299,7 +299,7 @@ def predict_examples(model, params, task: seqio.Task, split: str,
                         num_epochs=1, use_cached=False)
   examples = list(ds.as_numpy_iterator())
   model_ds = model.FEATURE_CONVERTER_CLS(pack=False)(ds, lengths)
-  outputs = dict(eval_lib.make_predict_fn(model, params, batch_size)(
+  outputs = dict(predict_batches.make_predict_fn(model, params, batch_size)(
       model_ds.enumerate()))
   vocabulary = task.output_features["targets"].vocabulary
   predictions = [task.postprocess_fn(
