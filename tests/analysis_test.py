@@ -8,14 +8,11 @@ import jax
 import numpy as np
 import pytest
 
-from rembert_t5x import configs
 from rembert_t5x.convert import checkpoint_io
 from rembert_t5x.experiments import analysis
 from rembert_t5x.experiments import sweep
 from rembert_t5x.experiments import xtreme_road
-from rembert_t5x import models
 from rembert_t5x import network
-from rembert_t5x.runner import train
 from tests import test_utils
 
 # Minutes, not seconds: `-m 'not slow'` leaves it out of a quick loop
@@ -72,20 +69,22 @@ def test_linear_probe_learns_a_separable_problem():
 
 @pytest.fixture(scope="module")
 def pretrained(tmp_path_factory):
+  """Synthetic tasks and a randomly initialised MLM model's MODEL_DIR.
+
+  Random weights, not a pre-training run: the analyses read any
+  encoder, and a run (its input pipeline and compiled step) took seconds
+  of CPU that tell these tests nothing (train_test covers pre-training).
+  """
   from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
   root = tmp_path_factory.mktemp("analysis")
   manifest = synthetic_tasks.prepare(
       str(root / "data"), corpus_sentences=300, pair_train=64, tag_train=64,
       qa_train=64, eval_examples=16)
-  names = synthetic_tasks.register_synthetic(
+  synthetic_tasks.register_synthetic(
       manifest, prefix="analysistest_",
       shuffle_buffer_size=test_utils.TINY_SHUFFLE_BUFFER)
-  configs.parse_gin([])
-  train.train(str(root / "pre"), model=models.RemBertMLMModel(
-      network.RemBertForMaskedLM(CONFIG), max_predictions_per_seq=16),
-              mixture_or_task_name=names["mlm"],
-              task_feature_lengths={"input_tokens": 64}, train_steps=2,
-              batch_size=8, pack=True, checkpoint_period=2, progress_bar=False)
+  test_utils.write_random_checkpoint(root / "pre", "mlm", CONFIG,
+                                     vocab_file=manifest["vocab"])
   task = dataclasses.replace(
       sweep.demo_tasks(prefix="analysistest_", train_steps=2)["tag"],
       batch_size=8)

@@ -16,7 +16,6 @@ import functools
 import json
 import shutil
 
-import jax
 import numpy as np
 import pytest
 import seqio
@@ -24,8 +23,6 @@ from sentencepiece import sentencepiece_model_pb2
 import tensorflow as tf
 
 from rembert_t5x.common import errors
-from rembert_t5x import configs
-from rembert_t5x.convert import checkpoint_conversion as cc
 from rembert_t5x.convert import checkpoint_io
 from rembert_t5x.convert import convert_checkpoint
 from rembert_t5x.convert import hf_export
@@ -383,15 +380,9 @@ def test_question_answering_matches_our_evaluator(tmp_path, data, layout):
 
 def _our_checkpoint(tmp_path, kind, vocab, num_classes=None, config=CFG):
   """A MODEL_DIR of our own (random init), with its vocabulary."""
-  module = models.make_module(kind, config, num_classes=num_classes)
-  params = module.init(jax.random.PRNGKey(0),
-                       np.zeros((1, 4), np.int32))["params"]
-  out = tmp_path / "ours"
-  checkpoint_io.write_orbax_params(out, cc.flatten(params).items())
-  configs.write_checkpoint_config(out, config)
-  if vocab:
-    shutil.copyfile(vocab, out / pieces.VOCABULARY_FILENAME)
-  return out
+  return test_utils.write_random_checkpoint(
+      tmp_path / "ours", kind, config, num_classes=num_classes,
+      vocab_file=vocab)
 
 
 def test_labels_come_from_the_run_and_the_card_says_what_it_knows(

@@ -271,6 +271,41 @@ def tiny_run_gin(task: str = "test_random_mlm", *, vocab_size: int = 97,
   return "\n".join(lines) + "\n"
 
 
+def write_random_checkpoint(model_dir, kind: str,
+                            config: network.RemBertConfig,
+                            num_classes=None, vocab_file=None,
+                            seed: int = 0) -> pathlib.Path:
+  """A MODEL_DIR holding a randomly initialised network; returns its path.
+
+  The params of `models.make_module(kind, config, num_classes)` as step 0
+  in the converters' layout (`checkpoint_io.write_orbax_params`), which
+  `checkpoints.load_params` and a run's `init_checkpoint` read, beside
+  `rembert_config.json` and, given `vocab_file`, the vocabulary as
+  `sentencepiece.model`: what a pre-training run leaves, without the run
+  (its input pipeline and compiled step cost seconds of CPU) for tests of
+  what reads one.
+  """
+  # Deferred: orbax takes seconds to import, and few test modules write
+  # checkpoints.
+  import shutil  # pylint: disable=g-import-not-at-top
+  import jax  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from rembert_t5x import configs  # pylint: disable=g-import-not-at-top
+  from rembert_t5x import models  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.convert import checkpoint_conversion  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.convert import checkpoint_io  # pylint: disable=g-import-not-at-top
+  model_dir = pathlib.Path(model_dir)
+  module = models.make_module(kind, config, num_classes=num_classes)
+  params = module.init(jax.random.PRNGKey(seed),
+                       np.zeros((1, 4), np.int32))["params"]
+  checkpoint_io.write_orbax_params(
+      model_dir, checkpoint_conversion.flatten(params).items())
+  configs.write_checkpoint_config(model_dir, config)
+  if vocab_file:
+    shutil.copyfile(vocab_file, model_dir / pieces.VOCABULARY_FILENAME)
+  return model_dir
+
+
 # ----------------------------------------------------------------------------
 # A tiny SentencePiece vocabulary (the XTREME task and preprocessor tests).
 # ----------------------------------------------------------------------------
