@@ -120,6 +120,8 @@ def _category(opcode: str, rest: str, computations) -> str:
       return "matmul"
     if "cudnn" in backend_kind:
       return "cuDNN fusion"
+    if "scatter" in body_ops:
+      return "scatter"  # e.g. an embedding gradient
     if body and body[-1][1] in ("copy", "transpose"):
       return "copy/transpose"
     kind = (_KIND.search(rest) or [None, "?"])[1]
@@ -234,12 +236,42 @@ def trace_op_times(xplane: pathlib.Path, ops: dict[str, HloOp],
             continue
           label, category = event.name, "kernel (command buffer)"
         elif op is None:
-          label, category = event.name, "kernel"
+          op = ops.get(_hlo_name_of_kernel(event.name))
+          label = event.name if op is None else op.name
+          category = (kernel_category(event.name) if op is None
+                      else op.category)
         else:
           label, category = op.name, op.category
         times[label] += event.duration_ns
         categories[label] = category
   return {label: (categories[label], ns) for label, ns in times.items()}
+
+
+# Library kernels a GPU trace names by themselves (no HLO op of that name),
+# first match wins: cuBLAS's Hopper GEMMs (nvjet_*, sm90_xmma_*), CUTLASS,
+# XLA's Triton GEMM fusions, cuDNN's fused attention.
+_KERNEL_CATEGORIES = (
+    (re.compile(r"sdpa|fmha|flash", re.I), "attention (cuDNN)"),
+    (re.compile(r"nvjet|xmma|gemm|cutlass|cublas|matmul", re.I), "matmul"),
+    (re.compile(r"scatter", re.I), "scatter"),
+    (re.compile(r"^(loop_|wrapped_)"), "elementwise fusion"),
+    (re.compile(r"^input_"), "reduction fusion"),
+    (re.compile(r"copy|transpose", re.I), "copy/transpose"),
+)
+
+
+def _hlo_name_of_kernel(kernel: str) -> str:
+  """XLA:GPU names a fusion's kernel after it with '.' made '_':
+  `input_scatter_fusion_2` is the kernel of `input_scatter_fusion.2`."""
+  return re.sub(r"_(\d+)$", r".\1", kernel)
+
+
+def kernel_category(kernel: str) -> str:
+  """The category of a traced GPU kernel that names no HLO op."""
+  for pattern, category in _KERNEL_CATEGORIES:
+    if pattern.search(kernel):
+      return category
+  return "other kernel"
 
 
 def top_ops_table(times: dict[str, tuple[str, float]], steps: int,

@@ -264,3 +264,39 @@ def test_step_profile_reads_hlo_and_fits_a_line():
   assert fixed == pytest.approx(0.06) and per_token == pytest.approx(1e-4)
   with pytest.raises(ValueError, match="two distinct"):
     step_profile.linear_fit([100, 100], [0.1, 0.2])
+
+
+def test_step_profile_names_gpu_kernels():
+  """Kernel names as an H200 trace printed them (docs/PERFORMANCE.md v9)."""
+  cases = {
+      "nvjet_sm90_tst_144x128_64x6_1x2_h_bz_TNN": "matmul",
+      "gemm_fusion_dot_778": "matmul",
+      "cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_":
+          "attention (cuDNN)",
+      "input_scatter_fusion_2": "scatter",
+      "loop_convert_multiply_fusion_31": "elementwise fusion",
+      "input_add_reduce_fusion_12": "reduction fusion",
+      "fusion_6933": "other kernel"}
+  for kernel, category in cases.items():
+    assert step_profile.kernel_category(kernel) == category, kernel
+  assert step_profile._hlo_name_of_kernel(  # pylint: disable=protected-access
+      "input_scatter_fusion_2") == "input_scatter_fusion.2"
+  # XLA:GPU's embedding-gradient fusion (an H200 trace's input_scatter_fusion_2)
+  hlo = "\n".join([
+      "HloModule jit_grad, is_scheduled=true",
+      "%fused_scatter (p0: f32[16,4], p1: s32[3,1], p2: f32[3,4]) -> f32[16,4] {",
+      "  %p0 = f32[16,4]{1,0} parameter(0)",
+      "  %p1 = s32[3,1]{1,0} parameter(1)",
+      "  %p2 = f32[3,4]{1,0} parameter(2)",
+      "  ROOT %scatter.1 = f32[16,4]{1,0} scatter(%p0, %p1, %p2), "
+      "to_apply=%add",
+      "}",
+      "ENTRY %main.5 (a: f32[16,4], i: s32[3,1], u: f32[3,4]) -> f32[16,4] {",
+      "  %a = f32[16,4]{1,0} parameter(0)",
+      "  %i = s32[3,1]{1,0} parameter(1)",
+      "  %u = f32[3,4]{1,0} parameter(2)",
+      "  ROOT %input_scatter_fusion.2 = f32[16,4]{1,0} fusion(%a, %i, %u), "
+      "kind=kInput, calls=%fused_scatter",
+      "}", ""])
+  ops = step_profile.hlo_ops(hlo)
+  assert ops["input_scatter_fusion.2"].category == "scatter"
