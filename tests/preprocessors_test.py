@@ -237,10 +237,19 @@ def test_mask_tokens_uses_output_features_vocab_size(vocab):
   seqs = _random_sequences(200, np.random.RandomState(4))
   seqs = [[t % 40 for t in s] for s in seqs]
   ds = _token_dataset(seqs, key="input_tokens")
-  with seqio.utils.map_seed_manager(1):
-    out = preprocessors.mask_tokens(ds, output_features=features)
-  for ex in out.as_numpy_iterator():
-    assert (ex["input_tokens"] < 40).all()
+  def masked(**kwargs):
+    with seqio.utils.map_seed_manager(1):
+      out = list(preprocessors.mask_tokens(
+          ds, output_features=features, **kwargs).as_numpy_iterator())
+    assert len(out) == len(seqs)
+    return np.concatenate([ex["input_tokens"] for ex in out])
+  assert vocab.vocab_size == 40
+  tokens = masked()
+  changed = tokens != np.concatenate(seqs)
+  assert changed.sum() > 100  # masking happened (200 sequences)
+  assert (tokens < 40).all()  # random replacements from the 40 pieces
+  # The check can fail: a larger vocabulary gives replacements beyond 40.
+  assert (masked(vocab_size=1000) >= 40).any()
 
 
 def test_mask_tokens_bad_arguments():

@@ -49,9 +49,13 @@ def test_registered_on_import():
 
 
 def test_reimport_is_idempotent():
+  before = sorted(seqio.TaskRegistry.names())
+  mixtures = sorted(seqio.MixtureRegistry.names())
   importlib.reload(pretraining)
   importlib.reload(pretraining)
-  assert seqio.get_mixture_or_task("rembert_mlm_mc4_en") is not None
+  assert sorted(seqio.TaskRegistry.names()) == before
+  assert sorted(seqio.MixtureRegistry.names()) == mixtures
+  assert "rembert_mlm_mc4_en" in before
 
 
 def test_unknown_language():
