@@ -20,16 +20,25 @@ XTREME's scripts do:
   text that occurs under several BUCC ids is dropped; F1 is taken at the
   threshold that maximises it on the gold.
 
-All pure numpy; scores in percent.
+Numpy, and JAX for BUCC's nearest-neighbour search (bounded memory, exact,
+any backend); scores in percent.
 """
 
+import dataclasses
+import functools
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from absl import logging
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 # Retrieval `targets[0]`: which side of a parallel corpus a sentence is on.
 SIDE_SOURCE = 0   # the non-English sentence
 SIDE_ENGLISH = 1
+
+# The floor on an embedding's norm: an all-zero embedding has cosine 0.
+_MIN_NORM = 1e-12
 
 
 def _normalise_rows(x: np.ndarray) -> np.ndarray:
@@ -38,7 +47,7 @@ def _normalise_rows(x: np.ndarray) -> np.ndarray:
     raise ValueError(f"embeddings must be [num_sentences, dim], got shape "
                      f"{x.shape}.")
   norms = np.linalg.norm(x, axis=1, keepdims=True)
-  return x / np.maximum(norms, 1e-12)
+  return x / np.maximum(norms, _MIN_NORM)
 
 
 def cosine_similarity(queries: np.ndarray, candidates: np.ndarray
@@ -92,8 +101,242 @@ def tatoeba_metric(targets: Sequence[Tuple[int, int]],
       np.stack([source[i] for i in order]))}
 
 
-def margin_candidates(source: np.ndarray, target: np.ndarray,
-                      k: int = 4) -> List[Tuple[int, int, float]]:
+# The blocked search holds one block's similarities to every target twice:
+# as computed and transposed for the targets' top-k.
+_BLOCK_COPIES = 2
+_FLOAT32_BYTES = 4
+_INT32_BYTES = 4
+# What one block may cost by default, whatever the corpus size.
+DEFAULT_BLOCK_BYTES = 256 * 2**20
+
+
+@dataclasses.dataclass(frozen=True)
+class MiningPlan:
+  """How `margin_candidates` walks the similarity matrix, and what it holds.
+
+  The source rows are taken `block_size` at a time (the last block padded to
+  it, so one program serves every block); each block's similarities to all
+  targets exist only while that block is searched.
+
+  Attributes:
+    num_source: source sentences.
+    num_target: target sentences.
+    dim: embedding width.
+    k: neighbours of the margin, as asked (each side keeps at most as many
+      as the other side has sentences).
+    block_size: source rows per block.
+  """
+  num_source: int
+  num_target: int
+  dim: int
+  k: int
+  block_size: int
+
+  @property
+  def k_forward(self) -> int:
+    """Neighbours kept per source sentence."""
+    return min(self.k, self.num_target)
+
+  @property
+  def k_backward(self) -> int:
+    """Neighbours kept per target sentence."""
+    return min(self.k, self.num_source)
+
+  @property
+  def num_blocks(self) -> int:
+    return -(-self.num_source // self.block_size)
+
+  @property
+  def block_bytes(self) -> int:
+    """One block's similarities: [block_size, num_target] float32, twice."""
+    return (_BLOCK_COPIES * self.block_size * self.num_target
+            * _FLOAT32_BYTES)
+
+  @property
+  def resident_bytes(self) -> int:
+    """What the whole search holds: the float32 targets and their inverse
+    norms, the targets' running and merged top-k, the sources' top-k."""
+    entry = _FLOAT32_BYTES + _INT32_BYTES  # one neighbour: similarity, index
+    merged = self.k_backward + min(self.k_backward, self.block_size)
+    return (self.num_target * (self.dim + 1) * _FLOAT32_BYTES
+            + self.num_target * (self.k_backward + merged) * entry
+            + self.num_blocks * self.block_size * self.k_forward * entry)
+
+  @property
+  def peak_bytes(self) -> int:
+    """Resident memory plus one block and its source rows."""
+    return (self.resident_bytes + self.block_bytes
+            + self.block_size * self.dim * _FLOAT32_BYTES)
+
+  def describe(self) -> str:
+    return (f"{self.num_source} x {self.num_target} similarities in "
+            f"{self.num_blocks} blocks of {self.block_size} source rows: "
+            f"{self.block_bytes / 2**20:.0f} MiB per block, about "
+            f"{self.peak_bytes / 2**20:.0f} MiB in all")
+
+
+def mining_plan(num_source: int, num_target: int, dim: int, k: int = 4,
+                block_size: Optional[int] = None) -> MiningPlan:
+  """The blocks `margin_candidates` would search in, and their memory.
+
+  Args:
+    num_source: source sentences (> 0).
+    num_target: target sentences (> 0).
+    dim: embedding width.
+    k: neighbours of the margin (>= 1).
+    block_size: source rows per block; None takes as many as fit in
+      `DEFAULT_BLOCK_BYTES`. Never more than `num_source`.
+
+  Returns:
+    The plan; `plan.peak_bytes` estimates the search's memory.
+
+  Raises:
+    ValueError: for a side without sentences, k < 1 or block_size < 1.
+  """
+  if num_source < 1 or num_target < 1:
+    raise ValueError(f"mining needs sentences on both sides, got "
+                     f"{num_source} and {num_target}.")
+  if k < 1:
+    raise ValueError(f"k must be at least 1, got {k}.")
+  if block_size is None:
+    block_size = max(1, DEFAULT_BLOCK_BYTES // (
+        _BLOCK_COPIES * num_target * _FLOAT32_BYTES))
+  elif block_size < 1:
+    raise ValueError(f"block_size must be at least 1, got {block_size}.")
+  return MiningPlan(num_source, num_target, dim, k,
+                    min(block_size, num_source))
+
+
+@functools.partial(jax.jit, static_argnames=("k_forward", "k_backward"),
+                   donate_argnames=("best_sims", "best_rows"))
+def _search_block(block, num_valid, offset, target, target_scale, best_sims,
+                  best_rows, *, k_forward, k_backward):
+  """One block of source rows against every target.
+
+  Args:
+    block: [block_size, dim] float32 source rows; rows from `num_valid` on
+      are padding.
+    num_valid: how many rows of `block` are sentences.
+    offset: the source index of `block`'s first row.
+    target: [num_target, dim] float32 target rows, not normalised.
+    target_scale: [num_target] their inverse norms.
+    best_sims: [num_target, k_backward] each target's most similar sources
+      among the blocks before this one, most similar first.
+    best_rows: [num_target, k_backward] their source indices.
+    k_forward: neighbours kept per source row.
+    k_backward: neighbours kept per target.
+
+  Returns:
+    ([block_size, k_forward] similarities and target indices of each row's
+    nearest targets, and `best_sims`, `best_rows` with this block merged in).
+    Every list is ordered by similarity, then by index: among equal
+    similarities the lower index comes first (`lax.top_k` keeps the earlier
+    position, and the earlier blocks' sources come first in the merge).
+  """
+  norms = jnp.linalg.norm(block, axis=1, keepdims=True)
+  unit = block / jnp.maximum(norms, _MIN_NORM)
+  # Full float32 products on every backend (TPUs and GPUs would otherwise
+  # round the operands to bfloat16 or TF32).
+  sims = jnp.matmul(unit, target.T, precision=jax.lax.Precision.HIGHEST)
+  sims = sims * target_scale[None, :]  # [block_size, num_target]
+  fwd_sims, fwd_rows = jax.lax.top_k(sims, k_forward)
+  is_row = jnp.arange(block.shape[0]) < num_valid
+  by_target = jnp.where(is_row[:, None], sims, -jnp.inf).T
+  new_sims, new_rows = jax.lax.top_k(  # [num_target, min(k, block_size)]
+      by_target, min(k_backward, block.shape[0]))
+  merged_sims = jnp.concatenate([best_sims, new_sims], axis=1)
+  merged_rows = jnp.concatenate([best_rows, new_rows + offset], axis=1)
+  best_sims, picked = jax.lax.top_k(merged_sims, k_backward)
+  best_rows = jnp.take_along_axis(merged_rows, picked, axis=1)
+  return fwd_sims, fwd_rows, best_sims, best_rows
+
+
+def _nearest_neighbours(source: np.ndarray, target: np.ndarray,
+                        plan: MiningPlan) -> Tuple[np.ndarray, ...]:
+  """Exact k nearest neighbours by cosine, both ways, block by block.
+
+  Returns:
+    (forward similarities, forward indices) [num_source, k_forward] and
+    (backward similarities, backward indices) [num_target, k_backward],
+    most similar first, the lower index first among equals; similarities
+    as float64.
+  """
+  target = jnp.asarray(np.asarray(target, np.float32))
+  target_scale = 1.0 / jnp.maximum(jnp.linalg.norm(target, axis=1), _MIN_NORM)
+  best_sims = jnp.full((plan.num_target, plan.k_backward), -jnp.inf,
+                       jnp.float32)
+  best_rows = jnp.full((plan.num_target, plan.k_backward), -1, jnp.int32)
+  forward = []
+  for start in range(0, plan.num_source, plan.block_size):
+    rows = np.asarray(source[start:start + plan.block_size], np.float32)
+    block = np.zeros((plan.block_size, plan.dim), np.float32)
+    block[:len(rows)] = rows
+    fwd_sims, fwd_rows, best_sims, best_rows = _search_block(
+        block, len(rows), start, target, target_scale, best_sims, best_rows,
+        k_forward=plan.k_forward, k_backward=plan.k_backward)
+    forward.append((fwd_sims, fwd_rows))
+  fwd_sims, fwd_rows = (np.concatenate(parts)[:plan.num_source]
+                        for parts in zip(*jax.device_get(forward)))
+  best_sims, best_rows = jax.device_get((best_sims, best_rows))
+  return (fwd_sims.astype(np.float64), fwd_rows,
+          best_sims.astype(np.float64), best_rows)
+
+
+# A vectorised round of `_greedy_matching` that retires fewer than this
+# share of the remaining proposals hands them to a plain loop.
+_MIN_ROUND_PROGRESS = 1 / 8
+
+
+def _greedy_matching(source_ids: np.ndarray, target_ids: np.ndarray
+                     ) -> np.ndarray:
+  """Which proposals XTREME's greedy 'max' retrieval takes.
+
+  Greedy walks the proposals in order and takes one when neither of its
+  sentences was taken before. Here, in rounds: every proposal that comes
+  first among the remaining proposals of both its sentences is taken (no
+  earlier one can take either sentence), then the remaining proposals of
+  the sentences just taken are dropped. The result is the same; a round
+  costs one pass over the remaining proposals, and when a round retires few
+  of them (a long chain of proposals each sharing a sentence with a better
+  one) the rest go through the plain loop, so the work stays linear.
+
+  Args:
+    source_ids: [num_proposals] source index of each proposal, best first.
+    target_ids: [num_proposals] its target index.
+
+  Returns:
+    [num_proposals] bool: taken.
+  """
+  num = len(source_ids)
+  taken = np.zeros(num, bool)
+  source_used = np.zeros(np.max(source_ids, initial=-1) + 1, bool)
+  target_used = np.zeros(np.max(target_ids, initial=-1) + 1, bool)
+  live = np.arange(num)  # remaining proposals, in order
+  while live.size:
+    sources, targets = source_ids[live], target_ids[live]
+    first_of_source = np.full(len(source_used), num)
+    np.minimum.at(first_of_source, sources, live)
+    first_of_target = np.full(len(target_used), num)
+    np.minimum.at(first_of_target, targets, live)
+    now = live[(first_of_source[sources] == live)
+               & (first_of_target[targets] == live)]
+    taken[now] = True
+    source_used[source_ids[now]] = True
+    target_used[target_ids[now]] = True
+    remaining = live[~source_used[sources] & ~target_used[targets]]
+    if remaining.size > (1 - _MIN_ROUND_PROGRESS) * live.size:
+      for p, i, j in zip(remaining.tolist(), source_ids[remaining].tolist(),
+                         target_ids[remaining].tolist()):
+        if not (source_used[i] or target_used[j]):
+          taken[p] = source_used[i] = target_used[j] = True
+      break
+    live = remaining
+  return taken
+
+
+def margin_candidates(source: np.ndarray, target: np.ndarray, k: int = 4,
+                      block_size: Optional[int] = None
+                      ) -> List[Tuple[int, int, float]]:
   """Bitext mining candidates by ratio margin, as XTREME's BUCC scripts.
 
   The score of a pair is cos(x, y) divided by the mean of the average cosine
@@ -104,22 +347,75 @@ def margin_candidates(source: np.ndarray, target: np.ndarray,
   (XTREME's "max" retrieval), and only those scoring above 0 are kept (its
   default mining threshold; a used sentence stays used either way).
 
+  The nearest neighbours are exact, found block by block in float32 with
+  JAX (as XTREME's exact faiss index searches in float32), so the full
+  similarity matrix never exists: memory is `mining_plan(...).peak_bytes`,
+  logged at INFO. Ties are broken by index: among equal similarities the
+  lower index is nearer, among a sentence's equally scoring neighbours the
+  nearest is proposed, and among equal proposals the sources' come first,
+  each side in index order.
+
   Args:
     source: [num_source, dim] embeddings.
     target: [num_target, dim] embeddings.
     k: neighbourhood size (4 in XTREME).
+    block_size: source rows per block of the search; None takes a block of
+      about `DEFAULT_BLOCK_BYTES`.
 
   Returns:
-    [(source_index, target_index, score)], best first.
+    [(source_index, target_index, score)], best first; [] when a side has
+    no sentences.
+
+  Raises:
+    ValueError: for embeddings that are not [num_sentences, dim] with one
+      dim, k < 1 or block_size < 1.
+  """
+  source, target = np.asarray(source), np.asarray(target)
+  if source.ndim != 2 or target.ndim != 2 or source.shape[1] != target.shape[1]:
+    raise ValueError(f"embeddings must be [num_sentences, dim] with one dim, "
+                     f"got shapes {source.shape} and {target.shape}.")
+  if not len(source) or not len(target):
+    return []
+  plan = mining_plan(len(source), len(target), source.shape[1], k, block_size)
+  logging.info("margin_candidates: %s", plan.describe())
+  fwd_sims, fwd_rows, bwd_sims, bwd_rows = _nearest_neighbours(
+      source, target, plan)
+  fwd_mean, bwd_mean = fwd_sims.mean(axis=1), bwd_sims.mean(axis=1)
+  # [num_source, k_forward] and [num_target, k_backward] margins; np.argmax
+  # proposes the nearest of equally scoring neighbours.
+  fwd_margin = fwd_sims / ((fwd_mean[:, None] + bwd_mean[fwd_rows]) / 2.0)
+  bwd_margin = bwd_sims / ((fwd_mean[bwd_rows] + bwd_mean[:, None]) / 2.0)
+  fwd_best = np.argmax(fwd_margin, axis=1)[:, None]
+  bwd_best = np.argmax(bwd_margin, axis=1)[:, None]
+  sources = np.concatenate([np.arange(plan.num_source),
+                            np.take_along_axis(bwd_rows, bwd_best, 1)[:, 0]])
+  targets = np.concatenate([np.take_along_axis(fwd_rows, fwd_best, 1)[:, 0],
+                            np.arange(plan.num_target)])
+  scores = np.concatenate([np.take_along_axis(fwd_margin, fwd_best, 1)[:, 0],
+                           np.take_along_axis(bwd_margin, bwd_best, 1)[:, 0]])
+  order = np.argsort(-scores, kind="stable")
+  chosen = order[_greedy_matching(sources[order], targets[order])]
+  chosen = chosen[scores[chosen] > 0]
+  return list(zip(sources[chosen].tolist(), targets[chosen].tolist(),
+                  scores[chosen].tolist()))
+
+
+def _margin_candidates_dense(source: np.ndarray, target: np.ndarray,
+                             k: int = 4) -> List[Tuple[int, int, float]]:
+  """`margin_candidates` on the full float64 similarity matrix.
+
+  The reference the blocked search is tested and benchmarked against:
+  written as the definition reads, with stable sorts for its tie rule.
+  Memory is several [num_source, num_target] float64 matrices.
   """
   similarity = cosine_similarity(source, target)
   k_fwd = min(k, similarity.shape[1])
   k_bwd = min(k, similarity.shape[0])
-  fwd_mean = -np.mean(np.sort(-similarity, axis=1)[:, :k_fwd], axis=1)
-  bwd_mean = -np.mean(np.sort(-similarity, axis=0)[:k_bwd, :], axis=0)
+  fwd_nn = np.argsort(-similarity, axis=1, kind="stable")[:, :k_fwd]
+  bwd_nn = np.argsort(-similarity, axis=0, kind="stable")[:k_bwd, :]
+  fwd_mean = np.mean(np.take_along_axis(similarity, fwd_nn, 1), axis=1)
+  bwd_mean = np.mean(np.take_along_axis(similarity, bwd_nn, 0), axis=0)
   margin = similarity / ((fwd_mean[:, None] + bwd_mean[None, :]) / 2.0)
-  fwd_nn = np.argsort(-similarity, axis=1)[:, :k_fwd]
-  bwd_nn = np.argsort(-similarity, axis=0)[:k_bwd, :]
   proposals = []
   for i in range(similarity.shape[0]):
     j = fwd_nn[i][np.argmax(margin[i, fwd_nn[i]])]
@@ -127,7 +423,7 @@ def margin_candidates(source: np.ndarray, target: np.ndarray,
   for j in range(similarity.shape[1]):
     i = bwd_nn[:, j][np.argmax(margin[bwd_nn[:, j], j])]
     proposals.append((margin[i, j], int(i), j))
-  proposals.sort(key=lambda p: -p[0])
+  proposals.sort(key=lambda p: -p[0])  # stable: sources' proposals first
   used_source, used_target, chosen = set(), set(), []
   for score, i, j in proposals:
     if i not in used_source and j not in used_target:

@@ -35,7 +35,8 @@ def test_tatoeba_queries_are_english():
   assert rm.tatoeba_metric(targets, predictions) == {"accuracy": 50.0}
 
 
-def test_bucc_mining_finds_planted_pairs_among_distractors():
+@pytest.mark.parametrize("block_size", [None, 4])
+def test_bucc_mining_finds_planted_pairs_among_distractors(block_size):
   rng = np.random.RandomState(1)
   dim, n_pairs = 32, 10
   shared = rng.normal(size=(n_pairs, dim))
@@ -43,7 +44,8 @@ def test_bucc_mining_finds_planted_pairs_among_distractors():
                            rng.normal(size=(15, dim))])
   target = np.concatenate([rng.normal(size=(20, dim)),
                            shared + 0.05 * rng.normal(size=shared.shape)])
-  candidates = rm.margin_candidates(source, target, k=4)
+  candidates = rm.margin_candidates(source, target, k=4,
+                                    block_size=block_size)
   # One-to-one: no sentence is used twice.
   assert len({i for i, _, _ in candidates}) == len(candidates)
   assert len({j for _, j, _ in candidates}) == len(candidates)
@@ -113,3 +115,107 @@ def test_bucc_metric_unifies_duplicates_like_xtreme(tmp_path):
   assert scores["recall"] == pytest.approx(200 / 3)
   with pytest.raises(ValueError, match="one embedding per sentence"):
     metric(targets[1:], (source + english)[1:])
+
+
+def _tied_vectors(rng, num, dim=6):
+  """[num, dim] rows with four entries of +-1 and the rest 0 (norm 2).
+
+  Every cosine between two such rows is a multiple of 1/4 and comes out
+  exactly, in float32 or float64 and in any summation order: equal
+  similarities are equal to the bit, so the tie rule decides.
+  """
+  rows = np.zeros((num, dim))
+  columns = np.argsort(rng.random((num, dim)), axis=1)[:, :4]
+  np.put_along_axis(rows, columns, rng.choice([-1.0, 1.0], (num, 4)), axis=1)
+  return rows
+
+
+def test_blocked_mining_breaks_ties_as_the_dense_reference():
+  rng = np.random.RandomState(5)
+  source, target = _tied_vectors(rng, 37), _tied_vectors(rng, 29)
+  source[20:25] = source[3]   # duplicate rows on both sides
+  target[[7, 19, 28]] = target[2]
+  similarity = rm.cosine_similarity(source, target)
+  # Ties everywhere: at a source's 4th nearest target, and among the scores.
+  fourth = np.sort(similarity, axis=1)[:, -4:-3]
+  assert np.mean(np.sum(similarity == fourth, axis=1) > 1) > 0.5
+  for k, block_size in ((1, 37), (4, 5), (4, 8), (6, 3)):
+    expected = rm._margin_candidates_dense(source, target, k)  # pylint: disable=protected-access
+    assert np.isfinite([score for _, _, score in expected]).all()
+    assert len({score for _, _, score in expected}) < len(expected)
+    assert rm.margin_candidates(source, target, k, block_size) == expected, (
+        k, block_size)
+
+
+@pytest.mark.parametrize("num_source,num_target,k,block_size", [
+    (40, 60, 4, 7),    # the last block is short (5 rows)
+    (60, 40, 4, 60),   # one block
+    (30, 50, 4, 3),    # k larger than a block
+    (20, 3, 4, 6),     # k larger than the number of targets
+    (3, 20, 4, 2),     # ... and than the number of sources
+])
+def test_blocked_mining_equals_the_dense_reference(num_source, num_target, k,
+                                                   block_size):
+  rng = np.random.RandomState(num_source + num_target)
+  source = rng.normal(size=(num_source, 16))
+  target = rng.normal(size=(num_target, 16))
+  target[1] = 2.0 * target[0]  # a duplicate up to scale
+  blocked = rm.margin_candidates(source, target, k, block_size)
+  expected = rm._margin_candidates_dense(source, target, k)  # pylint: disable=protected-access
+  assert [(i, j) for i, j, _ in blocked] == [(i, j) for i, j, _ in expected]
+  # The search runs in float32, the reference in float64.
+  np.testing.assert_allclose([s for _, _, s in blocked],
+                             [s for _, _, s in expected], rtol=1e-5)
+
+
+def _greedy_by_loop(source_ids, target_ids):
+  used_source, used_target, taken = set(), set(), []
+  for i, j in zip(source_ids, target_ids):
+    taken.append(i not in used_source and j not in used_target)
+    if taken[-1]:
+      used_source.add(i)
+      used_target.add(j)
+  return taken
+
+
+def test_greedy_matching_equals_the_loop():
+  rng = np.random.RandomState(7)
+  # Random proposals: a few vectorised rounds take them all.
+  sources, targets = rng.randint(0, 300, 1000), rng.randint(0, 200, 1000)
+  assert rm._greedy_matching(sources, targets).tolist() == _greedy_by_loop(  # pylint: disable=protected-access
+      sources, targets)
+  # A chain, each proposal sharing a sentence with the one before: a round
+  # takes one proposal of it, so the loop takes over.
+  chain_sources = np.arange(400) // 2
+  chain_targets = (np.arange(400) + 1) // 2
+  sources = np.concatenate([chain_sources, 200 + rng.randint(0, 50, 200)])
+  targets = np.concatenate([chain_targets, 300 + rng.randint(0, 50, 200)])
+  order = rng.permutation(600)[::-1]
+  for s, t in ((sources, targets), (sources[order], targets[order])):
+    assert rm._greedy_matching(s, t).tolist() == _greedy_by_loop(s, t)  # pylint: disable=protected-access
+
+
+def test_mining_plan_bounds_the_block():
+  plan = rm.mining_plan(400_000, 400_000, 1152)
+  assert plan.block_bytes <= rm.DEFAULT_BLOCK_BYTES
+  assert plan.block_size * plan.num_blocks >= 400_000
+  assert f"blocks of {plan.block_size} source rows" in plan.describe()
+  assert rm.mining_plan(10, 3, 8, k=4, block_size=64).block_size == 10
+  assert rm.mining_plan(10, 3, 8, k=4).k_forward == 3
+  with pytest.raises(ValueError, match="block_size"):
+    rm.mining_plan(10, 3, 8, block_size=0)
+  with pytest.raises(ValueError, match="k must be"):
+    rm.mining_plan(10, 3, 8, k=0)
+
+
+def test_margin_candidates_compiles_one_block_shape():
+  rng = np.random.RandomState(9)
+  target = rng.normal(size=(11, 8))
+  before = rm._search_block._cache_size()  # pylint: disable=protected-access
+  for num_source in (9, 13, 16):  # short last blocks of 1, 5 and 8 rows
+    rm.margin_candidates(rng.normal(size=(num_source, 8)), target,
+                         block_size=8)
+  assert rm._search_block._cache_size() == before + 1  # pylint: disable=protected-access
+  assert rm.margin_candidates(np.zeros((0, 8)), target) == []
+  with pytest.raises(ValueError, match="one dim"):
+    rm.margin_candidates(rng.normal(size=(3, 7)), target)
