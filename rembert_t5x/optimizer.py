@@ -30,6 +30,15 @@ PyTree = Any
 # keep BERT's own names.
 NO_DECAY_PATTERNS = ("layer_norm", "LayerNorm", "bias")
 
+# Paper Table 14: `adamw`'s defaults. The local runner's settings default to
+# them by name (`runner/train_config.TrainConfig`); the T5X run files bind
+# none of them.
+B1 = 0.9
+B2 = 0.999
+EPS = 1e-6
+WEIGHT_DECAY = 0.01
+CLIP_NORM = 1.0
+
 
 def _path_name(path) -> str:
   parts = []
@@ -103,11 +112,11 @@ def learning_rate_schedule(learning_rate: float, total_steps: int,
 def adamw(
     learning_rate: Union[float, optax.Schedule],
     *,
-    b1: float = 0.9,
-    b2: float = 0.999,
-    eps: float = 1e-6,
-    weight_decay: float = 0.01,
-    clip_norm: Optional[float] = 1.0,
+    b1: float = B1,
+    b2: float = B2,
+    eps: float = EPS,
+    weight_decay: float = WEIGHT_DECAY,
+    clip_norm: Optional[float] = CLIP_NORM,
 ) -> optax.GradientTransformation:
   """Clipping, then AdamW with BERT's decay mask (defaults: Table 14).
 

@@ -1,4 +1,4 @@
-"""The runner's job API: what a `TrainJob` asks of the training loop, and
+"""The runner's job API: the `TrainConfig` an experiment asks for, and
 `Evaluations` building each mixture's examples once (the demo, sweep and
 reproduction tests run it at experiment scale)."""
 
@@ -10,38 +10,39 @@ from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x.runner import checkpoints
 from rembert_t5x.runner import jobs
+from rembert_t5x.runner import train
 from tests import test_utils
 
 
-def _job(**overrides):
-  fields = dict(model_dir="/tmp/unused", model=None, task="t",
-                lengths={"input_tokens": 8}, steps=100, batch_size=4,
-                learning_rate=1e-3, seed=7)
+def _config(**overrides):
+  fields = dict(model_dir="/tmp/unused", mixture_or_task_name="t",
+                task_feature_lengths={"input_tokens": 8}, train_steps=100,
+                batch_size=4, learning_rate=1e-3, seed=7)
   fields.update(overrides)
-  return jobs.TrainJob(**fields)
+  return jobs.experiment_config(**fields)
 
 
 @pytest.mark.parametrize("steps", [1, 3, 9, 10, 30, 70, 150, 600, 1000, 4375])
 def test_warmup_is_a_tenth_of_the_steps_rounded_down(steps):
-  assert jobs.train_arguments(_job(steps=steps))["warmup_steps"] == steps // 10
+  assert _config(train_steps=steps).warmup_steps == steps // 10
 
 
 def test_one_seed_names_the_run_and_every_checkpoint_is_kept():
-  args = jobs.train_arguments(_job(steps=10, checkpoint_period=3,
-                                   log_period=50))
-  assert args["seed"] == args["data_seed"] == 7
-  assert args["checkpoint_period"] == 3
+  config = _config(train_steps=10, checkpoint_period=3)
+  assert config.seed == config.data_seed == 7
+  assert config.checkpoint_period == 3
   # Saves at 3, 6, 9 and 10: all four stay for checkpoint selection.
-  assert _job(steps=10, checkpoint_period=3).saved_steps() == 4
-  assert args["keep_checkpoints"] >= 4
-  assert args["log_period"] == 10 and args["progress_bar"] is False
-  assert args["checkpoint_input_iterator"] is True
-  end_only = jobs.train_arguments(_job(steps=10))
-  assert end_only["checkpoint_period"] == 10
-  assert end_only["init_checkpoint"] is None and end_only["pack"] is None
+  assert sum(map(config.saves_at, range(1, 11))) == 4
+  assert config.keep_checkpoints >= 4
+  assert config.log_period == 10 and config.progress_bar is False
+  assert config.checkpoint_input_iterator is True
+  end_only = _config(train_steps=10)
+  assert end_only.checkpoint_period == 10
+  assert end_only.init_checkpoint is None and end_only.pack is None
   # Only a run checkpointed along the way saves its input iterator.
-  assert end_only["checkpoint_input_iterator"] is False
-  assert jobs.train_arguments(_job(keep_checkpoints=1))["keep_checkpoints"] == 1
+  assert end_only.checkpoint_input_iterator is False
+  # Any field given overrides the conventions.
+  assert _config(keep_checkpoints=1).keep_checkpoints == 1
 
 
 @pytest.fixture(scope="module")
@@ -74,9 +75,10 @@ def test_run_trains_and_evaluations_reuse_one_evaluator(pair_task, tmp_path):
   configs.parse_gin([])
   model = _pair_model()
   lengths = {"input_tokens": 48}
-  metrics = jobs.run(_job(model_dir=str(tmp_path / "m"), model=model,
-                          task="jobstest_pair_train", lengths=lengths,
-                          steps=2, checkpoint_period=1, batch_size=8))
+  metrics = train.train_model(model, _config(
+      model_dir=str(tmp_path / "m"), mixture_or_task_name="jobstest_pair_train",
+      task_feature_lengths=lengths, train_steps=2, checkpoint_period=1,
+      batch_size=8))
   assert all(isinstance(v, float) for v in metrics.values())
   assert "loss" in metrics
   assert checkpoints.steps(str(tmp_path / "m")) == [1, 2]

@@ -7,6 +7,7 @@ import os
 import pathlib
 import re
 
+import gin
 import numpy as np
 import pytest
 
@@ -115,10 +116,22 @@ def test_finetuning_from_a_pretraining_checkpoint(tmp_path):
 
 
 def test_train_arguments_are_the_config_fields():
-  """`train.train` (the gin-facing entry) takes `model` and the config."""
-  names = list(inspect.signature(train.train).parameters)
-  assert names == ["model_dir", "model"] + [
-      f.name for f in dataclasses.fields(train_config.TrainConfig)][1:]
+  """`train.train` (the gin-facing entry) takes `model` and the config's
+  fields with their defaults; the required fields are gin.REQUIRED."""
+  parameters = inspect.signature(train.train).parameters
+  fields = dataclasses.fields(train_config.TrainConfig)
+  assert list(parameters) == ["model_dir", "model"] + [
+      f.name for f in fields][1:]
+  for field in fields:
+    assert parameters[field.name].default == (
+        gin.REQUIRED if field.default is dataclasses.MISSING
+        else field.default), field.name
+  assert parameters["model"].default is gin.REQUIRED
+  assert train_config.TrainConfig(
+      mixture_or_task_name="t", task_feature_lengths={"input_tokens": 8},
+      train_steps=1).adamw_settings == {
+          "b1": 0.9, "b2": 0.999, "eps": 1e-6, "weight_decay": 0.01,
+          "clip_norm": 1.0}
 
 
 def test_nonfinite_stop_names_the_step_between_log_steps(tmp_path):
@@ -246,7 +259,6 @@ def test_help_lists_the_flags_and_exits_0(capsys):
                                  "local_tiny_finetune_tag", "local_tiny_finetune_qa"])
 def test_local_run_files_take_t5x_macros(run):
   """T5X's macro names, with T5X's meanings, reach the local runner."""
-  import gin  # pylint: disable=g-import-not-at-top
   bindings = ["MODEL_DIR = '/tmp/unused'", "MIXTURE_OR_TASK_NAME = 'my_task'",
               "MIXTURE_OR_TASK_MODULE = 'my_module'", "TRAIN_STEPS = 7",
               "BATCH_SIZE = 4", "TASK_FEATURE_LENGTHS = {'input_tokens': 8}"]

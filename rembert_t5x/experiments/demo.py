@@ -72,6 +72,7 @@ from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x.runner import eval as eval_lib
 from rembert_t5x.runner import jobs as runner_jobs
+from rembert_t5x.runner import train as runner_train
 
 VARIANTS = {
     "coupled": "gin_configs/models/tiny_coupled.gin",
@@ -324,15 +325,17 @@ def _run_variant(out: pathlib.Path, variant: str, settings: DemoSettings,
           f"{settings.pretrain_steps} steps "
           f"({counts['pretraining_params']:,} parameters)")
       with clock.stage("pretrain"):
-        pre = runner_jobs.run(runner_jobs.TrainJob(
-            str(pre_dir), model=models.RemBertMLMModel(
-                network.RemBertForMaskedLM(config),
-                max_predictions_per_seq=16),
-            task=names["mlm"],
-            lengths={"input_tokens": settings.pretrain_length},
-            steps=settings.pretrain_steps, batch_size=settings.batch_size,
-            learning_rate=settings.pretrain_learning_rate,
-            seed=settings.seed + p, pack=True))
+        pre = runner_train.train_model(
+            models.RemBertMLMModel(network.RemBertForMaskedLM(config),
+                                   max_predictions_per_seq=16),
+            runner_jobs.experiment_config(
+                model_dir=str(pre_dir), mixture_or_task_name=names["mlm"],
+                task_feature_lengths={
+                    "input_tokens": settings.pretrain_length},
+                train_steps=settings.pretrain_steps,
+                batch_size=settings.batch_size,
+                learning_rate=settings.pretrain_learning_rate,
+                seed=settings.seed + p, pack=True))
       io_utils.atomic_write_json(done, pre)
     for family in settings.families():
       length = TASKS[family][1]
@@ -347,11 +350,12 @@ def _run_variant(out: pathlib.Path, variant: str, settings: DemoSettings,
         log(f"{clock()} {variant}: {family} on {train_lang}, pre-training "
             f"seed {p}, fine-tuning seed {seed}: {steps} steps, evaluation")
         with clock.stage("finetune"):
-          runner_jobs.run(runner_jobs.TrainJob(
-              str(ft_dir), model=model, task=f"demo_{family}_train",
-              lengths=lengths, steps=steps, batch_size=settings.batch_size,
-              learning_rate=learning_rate, seed=seed,
-              init_checkpoint=str(pre_dir)))
+          runner_train.train_model(model, runner_jobs.experiment_config(
+              model_dir=str(ft_dir),
+              mixture_or_task_name=f"demo_{family}_train",
+              task_feature_lengths=lengths, train_steps=steps,
+              batch_size=settings.batch_size, learning_rate=learning_rate,
+              seed=seed, init_checkpoint=str(pre_dir)))
         with clock.stage("evaluate"):
           languages = evaluations.last_checkpoint(
               str(ft_dir), model, names[family], lengths)

@@ -68,6 +68,7 @@ from rembert_t5x.experiments import sweep
 from rembert_t5x.experiments import uncertainty
 from rembert_t5x import network
 from rembert_t5x.runner import jobs as runner_jobs
+from rembert_t5x.runner import train as runner_train
 
 # The base model: the tiny config (H = 64, 2 layers of 4 heads x 16, MLP 256).
 BASE_GIN = "gin_configs/models/tiny.gin"
@@ -239,12 +240,16 @@ def run_unit(out: pathlib.Path, variant: str, p: int, settings: Settings,
   start = time.time()
   pre_dir = unit_dir / "pretrain"
   log(f"{variant} seed {p}: pre-training {settings.pretrain_steps} steps")
-  mlm = runner_jobs.run(runner_jobs.TrainJob(
-      str(pre_dir), model=models.RemBertMLMModel(
-          network.RemBertForMaskedLM(config), max_predictions_per_seq=16),
-      task=names["mlm"], lengths={"input_tokens": settings.pretrain_length},
-      steps=settings.pretrain_steps, batch_size=settings.batch_size,
-      learning_rate=settings.pretrain_learning_rate, seed=seed, pack=True))
+  mlm = runner_train.train_model(
+      models.RemBertMLMModel(network.RemBertForMaskedLM(config),
+                             max_predictions_per_seq=16),
+      runner_jobs.experiment_config(
+          model_dir=str(pre_dir), mixture_or_task_name=names["mlm"],
+          task_feature_lengths={"input_tokens": settings.pretrain_length},
+          train_steps=settings.pretrain_steps,
+          batch_size=settings.batch_size,
+          learning_rate=settings.pretrain_learning_rate, seed=seed,
+          pack=True))
 
   def finetune(family: str, layers: int) -> Dict[str, Dict[str, float]]:
     kind, _, _ = demo.TASKS[family]
@@ -257,10 +262,11 @@ def run_unit(out: pathlib.Path, variant: str, p: int, settings: Settings,
                          else f"{family}-layers{layers}")
     log(f"{variant} seed {p}: {family}, {layers} layers, {steps} steps")
     lengths = {"input_tokens": length}
-    runner_jobs.run(runner_jobs.TrainJob(
-        str(ft_dir), model=model, task=f"repro_{family}_train",
-        lengths=lengths, steps=steps, batch_size=settings.batch_size,
-        learning_rate=lr, seed=seed, init_checkpoint=str(pre_dir)))
+    runner_train.train_model(model, runner_jobs.experiment_config(
+        model_dir=str(ft_dir), mixture_or_task_name=f"repro_{family}_train",
+        task_feature_lengths=lengths, train_steps=steps,
+        batch_size=settings.batch_size, learning_rate=lr, seed=seed,
+        init_checkpoint=str(pre_dir)))
     return evaluations.last_checkpoint(str(ft_dir), model, names[family],
                                        lengths)
 

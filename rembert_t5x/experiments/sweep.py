@@ -315,6 +315,7 @@ def run_point(workdir: str, point: GridPoint, config, pretrained: str,
   # tables and --help do not need.
   from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
   from rembert_t5x.runner import jobs  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.runner import train as runner_train  # pylint: disable=g-import-not-at-top
 
   spec = point.task
   path = results_path(workdir, point)
@@ -328,11 +329,11 @@ def run_point(workdir: str, point: GridPoint, config, pretrained: str,
   steps = resolve_steps(spec)
   period = checkpoint_period(spec, steps)
   start = time.time()
-  metrics = jobs.run(jobs.TrainJob(
-      str(model_dir), model=model, task=spec.train_task, lengths=lengths,
-      steps=steps, batch_size=spec.batch_size,
-      learning_rate=point.learning_rate, seed=point.seed,
-      init_checkpoint=pretrained, checkpoint_period=period))
+  metrics = runner_train.train_model(model, jobs.experiment_config(
+      model_dir=str(model_dir), mixture_or_task_name=spec.train_task,
+      task_feature_lengths=lengths, train_steps=steps,
+      batch_size=spec.batch_size, learning_rate=point.learning_rate,
+      seed=point.seed, init_checkpoint=pretrained, checkpoint_period=period))
   step_dir, selection = eval_lib.select_checkpoint(
       model, str(model_dir), spec.selection_task, "validation", lengths)
   params = checkpoints.load_params_for(model, str(step_dir))

@@ -1,17 +1,14 @@
-"""Training jobs: what the experiments ask the runner to do.
+"""What the experiments ask of the runner: training runs, evaluations, workers.
 
-The experiments (`experiments/sweep`, `demo`, `reproduce`) describe a run with
-a `TrainJob` (which model, task, budget and seed; where to start from and
-where to write) and hand it to `run`. Only this module calls the training
-loop (`runner/train`), so the loop's keyword surface (optimiser constants,
-mesh, logging, the input-iterator checkpoints) can change without touching
-any experiment, and every experiment derives the same things the same way:
-a warm-up of a tenth of the steps, the data shuffled with the init seed, no
-progress bar.
+The experiments (`experiments/sweep`, `demo`, `reproduce`) describe a run
+with a `train_config.TrainConfig`, built by `experiment_config` so that every
+experiment derives the same things the same way: a warm-up of a tenth of
+the steps, the data shuffled with the init seed, every checkpoint kept, no
+progress bar. They train it with `train.train_model`.
 
 `Evaluations` is the other half of a fine-tuning experiment: score the last
-checkpoint of a job on a mixture, building (tokenising and caching) each
-mixture's evaluation examples once per process however many jobs it scores.
+checkpoint of a run on a mixture, building (tokenising and caching) each
+mixture's evaluation examples once per process however many runs it scores.
 
 `run_workers` runs an experiment's independent parts in worker processes:
 one tiny model's training does not keep two cores busy (much of a step is
@@ -21,15 +18,14 @@ reproduction does; the demo's fine-tuning ran slower pinned).
 
 Example:
 
-  metrics = jobs.run(jobs.TrainJob(
-      model_dir="/tmp/ft", model=model, task="demo_tag_train",
-      lengths={"input_tokens": 64}, steps=100, batch_size=16,
-      learning_rate=5e-4, seed=0, init_checkpoint="/tmp/pre"))
+  metrics = train.train_model(model, jobs.experiment_config(
+      model_dir="/tmp/ft", mixture_or_task_name="demo_tag_train",
+      task_feature_lengths={"input_tokens": 64}, train_steps=100,
+      batch_size=16, learning_rate=5e-4, seed=0, init_checkpoint="/tmp/pre"))
   scores = jobs.Evaluations().last_checkpoint(
       "/tmp/ft", model, "demo_tag_zeroshot", {"input_tokens": 64})
 """
 
-import dataclasses
 import math
 import os
 import subprocess
@@ -39,81 +35,51 @@ from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 from rembert_t5x.common import errors
 from rembert_t5x.runner import checkpoints
 from rembert_t5x.runner import eval as eval_lib
-from rembert_t5x.runner import train as train_loop
+from rembert_t5x.runner import train_config
+
+# Warm-up steps as a fraction of the steps (BERT's).
+WARMUP_FRACTION = 0.1
+# The most steps between logged metrics.
+LOG_PERIOD = 50
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainJob:
-  """One training run.
+def experiment_config(*, train_steps: int, seed: int,
+                      checkpoint_period: Optional[int] = None,
+                      **fields) -> train_config.TrainConfig:
+  """A `TrainConfig` with the experiments' conventions.
 
-  Attributes:
-    model_dir: where checkpoints and metrics go; a directory holding a
-      checkpoint is resumed from it.
-    model: a `models.RemBert*Model`.
-    task: the registered SeqIO task or mixture to train on.
-    lengths: task feature lengths, e.g. {"input_tokens": 128}.
-    steps: optimiser steps.
-    batch_size: examples per step.
-    learning_rate: the peak of the linear warm-up / linear decay schedule.
-    seed: parameter-init and dropout seed, also the data-shuffling (and MLM
-      masking) seed, so one integer names the run.
-    init_checkpoint: a pre-training MODEL_DIR whose encoder initialises the
-      model (fine-tuning); None trains from scratch.
-    pack: pack examples into full rows (`train.train`'s `pack`: None packs
-      the fine-tuning heads' steps, not MLM).
-    warmup_fraction: warm-up steps as a fraction of `steps` (BERT: 0.1).
+  Args:
+    train_steps: optimiser steps; a tenth of them (rounded down) warm up.
+    seed: the parameter-init and dropout seed, also the data-shuffling (and
+      MLM masking) seed, so one integer names the run.
     checkpoint_period: save every this many steps; None saves only at the
-      end.
-    keep_checkpoints: checkpoints kept; None keeps every one saved (needed
-      when a checkpoint is selected on dev afterwards).
-    log_period: log metrics every this many steps (capped at `steps`).
+      end. Every checkpoint saved is kept (a checkpoint may be selected on
+      dev afterwards), and only a run checkpointed along the way saves its
+      input iterator's state.
+    **fields: the other `TrainConfig` fields (model_dir,
+      mixture_or_task_name, task_feature_lengths, batch_size,
+      learning_rate, init_checkpoint, pack, ...); they override the
+      conventions.
+
+  Returns:
+    The config.
   """
-  model_dir: str
-  model: Any
-  task: str
-  lengths: Mapping[str, int]
-  steps: int
-  batch_size: int
-  learning_rate: float
-  seed: int
-  init_checkpoint: Optional[str] = None
-  pack: Optional[bool] = None
-  warmup_fraction: float = 0.1
-  checkpoint_period: Optional[int] = None
-  keep_checkpoints: Optional[int] = None
-  log_period: int = 50
-
-  def saved_steps(self) -> int:
-    """How many checkpoints the run writes (the last step always saved)."""
-    period = self.checkpoint_period or self.steps
-    return -(-self.steps // period)
-
-
-def train_arguments(job: TrainJob) -> Dict[str, Any]:
-  """The training loop's keyword arguments for `job`."""
-  return dict(
-      model_dir=job.model_dir, model=job.model, mixture_or_task_name=job.task,
-      task_feature_lengths=dict(job.lengths), train_steps=job.steps,
-      batch_size=job.batch_size, learning_rate=job.learning_rate,
+  period = checkpoint_period or train_steps
+  conventions = dict(
+      train_steps=train_steps, seed=seed, data_seed=seed,
       # The epsilon keeps 70 * 0.1 = 7.000000000000001 and 30 * 0.1 alike
       # on the integer below them, as `steps // 10` would.
-      warmup_steps=math.floor(job.steps * job.warmup_fraction + 1e-9),
-      pack=job.pack, checkpoint_period=job.checkpoint_period or job.steps,
-      keep_checkpoints=job.keep_checkpoints or job.saved_steps() + 1,
-      log_period=max(1, min(job.log_period, job.steps)), seed=job.seed,
-      data_seed=job.seed, init_checkpoint=job.init_checkpoint,
+      warmup_steps=math.floor(train_steps * WARMUP_FRACTION + 1e-9),
+      checkpoint_period=period,
+      keep_checkpoints=-(-train_steps // period) + 1,
+      log_period=max(1, min(LOG_PERIOD, train_steps)),
       # A run that checkpoints only at its end is never resumed mid-way:
-      # the input iterator's state (its shuffle buffers, ~9 MB for the demo)
-      # would be written for nothing. A rerun with more steps still reads
-      # the same batches (the runner then skips the consumed ones).
-      checkpoint_input_iterator=job.checkpoint_period is not None,
+      # the input iterator's state (its shuffle buffers, ~9 MB for the
+      # demo) would be written for nothing. A rerun with more steps still
+      # reads the same batches (the runner then skips the consumed ones).
+      checkpoint_input_iterator=checkpoint_period is not None,
       progress_bar=False)
-
-
-def run(job: TrainJob) -> Dict[str, float]:
-  """Trains `job`; returns its last logged metrics as floats."""
-  metrics = train_loop.train(**train_arguments(job))
-  return {k: float(v) for k, v in metrics.items()}
+  return train_config.TrainConfig(**{**conventions, **fields})
 
 
 class Evaluations:

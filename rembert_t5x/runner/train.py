@@ -43,7 +43,7 @@ import os
 import pathlib
 import sys
 import time
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional
 
 from absl import flags
 from absl import logging
@@ -501,42 +501,37 @@ def _train_loop(model, config: train_config.TrainConfig, *, step_fn, state,
 
 
 @gin.configurable
-def train(
-    model_dir: Optional[str] = None,
-    *,
-    model=gin.REQUIRED,
-    mixture_or_task_name: str = gin.REQUIRED,
-    mixture_or_task_module: Optional[str] = None,
-    task_feature_lengths: dict = gin.REQUIRED,
-    train_steps: int = gin.REQUIRED,
-    batch_size: int = 8,
-    learning_rate: float = 1e-4,
-    warmup_steps: int = 0,
-    weight_decay: float = 0.01,
-    clip_norm: Optional[float] = 1.0,
-    adam_b1: float = 0.9,
-    adam_b2: float = 0.999,
-    adam_eps: float = 1e-6,
-    grad_accum_steps: int = 1,
-    pack: Optional[bool] = None,
-    pack_max_segments: int = finetune_packing.DEFAULT_MAX_SEGMENTS,
-    mesh_shape: Sequence[int] = (-1, 1),
-    checkpoint_period: int = 100,
-    keep_checkpoints: int = 3,
-    log_period: int = 10,
-    seed: int = 0,
-    data_seed: int = 0,
-    init_checkpoint: Optional[str] = None,
-    nonfinite: str = "stop",
-    checkpoint_input_iterator: bool = True,
-    progress_bar: bool = True,
-) -> dict[str, float]:
-  """Trains `model` on a SeqIO task (gin: `train.train.<argument>`).
+@train_config.with_config_signature
+def train(model_dir: Optional[str] = None, *, model=gin.REQUIRED,
+          **settings) -> dict[str, float]:
+  """Trains `model` on a SeqIO task: the run files' entry.
+
+  Gin binds `train.train.model` and `train.train.<field>` for every
+  `train_config.TrainConfig` field (the signature is the fields', with
+  their defaults); this builds the `TrainConfig` and calls `train_model`.
 
   Args:
-    model_dir: and every argument but `model`: the `TrainConfig` field of
-      the same name.
+    model_dir: the `TrainConfig` field (also positional).
     model: a `models.RemBert*Model`.
+    **settings: the other `TrainConfig` fields.
+
+  Returns:
+    As `train_model`.
+
+  Raises:
+    errors.UserError: as `train_model`.
+  """
+  return train_model(model, train_config.TrainConfig(model_dir=model_dir,
+                                                     **settings))
+
+
+def train_model(model, config: train_config.TrainConfig) -> dict[str, float]:
+  """Trains `model` with `config`: validates, locks and prepares MODEL_DIR,
+  builds or restores the state, then runs the loop.
+
+  Args:
+    model: a `models.RemBert*Model`.
+    config: the run's settings.
 
   Returns:
     The last logged metrics: step, loss, learning_rate, grad_norm,
@@ -546,34 +541,6 @@ def train(
     errors.UserError: a setting, MODEL_DIR, the task, its vocabulary or
       data, a checkpoint of MODEL_DIR or `init_checkpoint` is unusable, or
       (with nonfinite="stop") a step's loss or gradient is NaN/inf.
-  """
-  config = train_config.TrainConfig(
-      model_dir=model_dir, mixture_or_task_name=mixture_or_task_name,
-      mixture_or_task_module=mixture_or_task_module,
-      task_feature_lengths=task_feature_lengths, train_steps=train_steps,
-      batch_size=batch_size, learning_rate=learning_rate,
-      warmup_steps=warmup_steps, weight_decay=weight_decay,
-      clip_norm=clip_norm, adam_b1=adam_b1, adam_b2=adam_b2,
-      adam_eps=adam_eps, grad_accum_steps=grad_accum_steps, pack=pack,
-      pack_max_segments=pack_max_segments,
-      mesh_shape=mesh_shape, checkpoint_period=checkpoint_period,
-      keep_checkpoints=keep_checkpoints, log_period=log_period, seed=seed,
-      data_seed=data_seed, init_checkpoint=init_checkpoint,
-      nonfinite=nonfinite,
-      checkpoint_input_iterator=checkpoint_input_iterator,
-      progress_bar=progress_bar)
-  return _run(model, config)
-
-
-def _run(model, config: train_config.TrainConfig) -> dict[str, float]:
-  """Trains `model` with `config`: validates, locks and prepares MODEL_DIR,
-  builds or restores the state, then runs the loop.
-
-  Returns:
-    The last logged metrics.
-
-  Raises:
-    errors.UserError: as `train`.
   """
   config = train_config.validate(model, config)
   out_dir = check_model_dir(config.model_dir)
@@ -638,14 +605,13 @@ def _finished_run(model, out_dir: pathlib.Path,
 
 def _run_locked(model, config: train_config.TrainConfig,
                 out_dir: pathlib.Path) -> dict[str, float]:
-  """`_run` once MODEL_DIR is held."""
+  """`train_model` once MODEL_DIR is held."""
   mesh = _make_mesh(config)
   _prepare_model_dir(model, config, out_dir)
   rules = train_lib.default_rules()
   tx, schedule = train_lib.make_optimizer(
       config.learning_rate, config.train_steps, config.warmup_steps,
-      config.weight_decay, config.clip_norm, config.adam_b1, config.adam_b2,
-      config.adam_eps)
+      **config.adamw_settings)
   state, shardings = _init_state(model, config, tx, mesh, rules)
   mngr = checkpoints.writer(out_dir / "checkpoints", config.checkpoint_period,
                             config.keep_checkpoints)

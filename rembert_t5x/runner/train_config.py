@@ -1,15 +1,18 @@
 """The settings of one local training run, checked before any work starts.
 
-`TrainConfig` holds `train.train`'s arguments; `validate` refuses a bad
-setting with one line naming it and what is allowed (docs/ERRORS.md), before
-any data is read, anything compiled or anything written, and makes the
-paths absolute.
+`TrainConfig` is the one description of a run: the run files bind its
+fields as `train.train`'s arguments (`with_config_signature` gives `train`
+their names and defaults), and the experiments build it in Python
+(`jobs.experiment_config`). `validate` refuses a bad setting with one line
+naming it and what is allowed (docs/ERRORS.md), before any data is read,
+anything compiled or anything written, and makes the paths absolute.
 """
 
 import dataclasses
+import inspect
 import math
 import os
-from typing import Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 import gin
 import numpy as np
@@ -17,9 +20,11 @@ import numpy as np
 from rembert_t5x.common import errors
 from rembert_t5x import models
 from rembert_t5x import network
+from rembert_t5x import optimizer
+from rembert_t5x.runner import finetune_packing
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class TrainConfig:
   """The settings of one local training run: `train`'s arguments but `model`.
 
@@ -33,8 +38,11 @@ class TrainConfig:
     train_steps: total optimizer steps.
     batch_size: examples per step (split into `grad_accum_steps` micro
       batches).
-    learning_rate, warmup_steps, weight_decay, clip_norm, adam_b1, adam_b2,
-      adam_eps: AdamW with linear warm-up and linear decay (paper Table 14).
+    learning_rate, warmup_steps: the peak of the linear warm-up and linear
+      decay schedule, and its warm-up (paper Table 14).
+    weight_decay, clip_norm, adam_b1, adam_b2, adam_eps: `optimizer.adamw`'s
+      `weight_decay`, `clip_norm` (None: no clipping), `b1`, `b2`, `eps`;
+      the defaults are its own (paper Table 14).
     grad_accum_steps: gradient accumulation.
     pack: pack several examples into one row. For MLM pre-training
       (True in its run files) the tf.data pipeline packs as T5X does:
@@ -46,7 +54,7 @@ class TrainConfig:
       QA heads (their per-example features have this many slots).
     mesh_shape: (data, model) mesh over local devices; -1 takes the rest.
     checkpoint_period: save every this many steps (and at the end).
-    keep_checkpoints: keep the last this many.
+    keep_checkpoints: keep the last this many; None keeps every one.
     log_period: log metrics every this many steps (and at the end).
     seed: init and dropout seed.
     data_seed: shuffling/masking seed of the input pipeline.
@@ -63,37 +71,43 @@ class TrainConfig:
       same batches, read again.
     progress_bar: show a tqdm bar.
   """
-  model_dir: Optional[str]
+  model_dir: Optional[str] = None
   mixture_or_task_name: str
-  mixture_or_task_module: Optional[str]
+  mixture_or_task_module: Optional[str] = None
   task_feature_lengths: Mapping[str, int]
   train_steps: int
-  batch_size: int
-  learning_rate: float
-  warmup_steps: int
-  weight_decay: float
-  clip_norm: Optional[float]
-  adam_b1: float
-  adam_b2: float
-  adam_eps: float
-  grad_accum_steps: int
-  pack: Optional[bool]
-  pack_max_segments: int
-  mesh_shape: Sequence[int]
-  checkpoint_period: int
-  keep_checkpoints: int
-  log_period: int
-  seed: int
-  data_seed: int
-  init_checkpoint: Optional[str]
-  nonfinite: str
-  checkpoint_input_iterator: bool
-  progress_bar: bool
+  batch_size: int = 8
+  learning_rate: float = 1e-4
+  warmup_steps: int = 0
+  weight_decay: float = optimizer.WEIGHT_DECAY
+  clip_norm: Optional[float] = optimizer.CLIP_NORM
+  adam_b1: float = optimizer.B1
+  adam_b2: float = optimizer.B2
+  adam_eps: float = optimizer.EPS
+  grad_accum_steps: int = 1
+  pack: Optional[bool] = None
+  pack_max_segments: int = finetune_packing.DEFAULT_MAX_SEGMENTS
+  mesh_shape: Sequence[int] = (-1, 1)
+  checkpoint_period: int = 100
+  keep_checkpoints: Optional[int] = 3
+  log_period: int = 10
+  seed: int = 0
+  data_seed: int = 0
+  init_checkpoint: Optional[str] = None
+  nonfinite: str = "stop"
+  checkpoint_input_iterator: bool = True
+  progress_bar: bool = True
 
   @property
   def micro_batch_size(self) -> int:
     """Examples per micro batch (`batch_size / grad_accum_steps`)."""
     return self.batch_size // self.grad_accum_steps
+
+  @property
+  def adamw_settings(self) -> dict[str, Optional[float]]:
+    """`optimizer.adamw`'s keyword arguments."""
+    return dict(b1=self.adam_b1, b2=self.adam_b2, eps=self.adam_eps,
+                weight_decay=self.weight_decay, clip_norm=self.clip_norm)
 
   def logs_at(self, step: int) -> bool:
     """Whether the metrics of step `step` (1-based) are logged."""
@@ -102,6 +116,32 @@ class TrainConfig:
   def saves_at(self, step: int) -> bool:
     """Whether step `step` (1-based) is checkpointed."""
     return step % self.checkpoint_period == 0 or step == self.train_steps
+
+
+def with_config_signature(fn: Callable) -> Callable:
+  """Gives `fn(model_dir=None, *, model, **settings)` the `TrainConfig` fields
+  as its keyword arguments.
+
+  Gin reads a configurable's signature: with it, gin refuses a binding of a
+  name that is no field (a typo), names the required fields left unbound
+  (those without a default: `gin.REQUIRED` here), and lists every default
+  in the operative config (MODEL_DIR/config.gin). The fields are written
+  once, in `TrainConfig`.
+  """
+  parameter = inspect.Parameter
+  fields = dataclasses.fields(TrainConfig)
+  assert fields[0].name == "model_dir"  # `fn`'s first, positional argument
+  parameters = [
+      parameter("model_dir", parameter.POSITIONAL_OR_KEYWORD,
+                default=fields[0].default, annotation=fields[0].type),
+      parameter("model", parameter.KEYWORD_ONLY, default=gin.REQUIRED)]
+  for field in fields[1:]:
+    default = (gin.REQUIRED if field.default is dataclasses.MISSING
+               else field.default)
+    parameters.append(parameter(field.name, parameter.KEYWORD_ONLY,
+                                default=default, annotation=field.type))
+  fn.__signature__ = inspect.signature(fn).replace(parameters=parameters)
+  return fn
 
 
 def _local_path(value: Optional[str], setting: str) -> Optional[str]:

@@ -38,21 +38,21 @@ def make_optimizer(
     learning_rate: float,
     total_steps: int,
     warmup_steps: int = 0,
-    weight_decay: float = 0.01,
-    clip_norm: Optional[float] = 1.0,
-    b1: float = 0.9,
-    b2: float = 0.999,
-    eps: float = 1e-6,
+    **adamw_settings,
 ) -> tuple[optax.GradientTransformation, optax.Schedule]:
   """`optimizer.adamw` over `optimizer.learning_rate_schedule`, and the schedule.
+
+  Args:
+    learning_rate, total_steps, warmup_steps: the schedule's.
+    **adamw_settings: `optimizer.adamw`'s keyword arguments (b1, b2, eps,
+      weight_decay, clip_norm); those left out take its defaults.
 
   Cached: the same settings give the same (stateless) objects, so the
   programs built from them can be reused (`reused_program`).
   """
   schedule = optimizer.learning_rate_schedule(learning_rate, total_steps,
                                               warmup_steps)
-  return optimizer.adamw(schedule, b1=b1, b2=b2, eps=eps,
-                         weight_decay=weight_decay, clip_norm=clip_norm), schedule
+  return optimizer.adamw(schedule, **adamw_settings), schedule
 
 
 # ----------------------------------------------------------------------------
