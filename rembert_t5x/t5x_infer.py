@@ -26,7 +26,9 @@ What happens where:
     (`xtreme_preprocessors.LabelVocabulary`), the only task object T5X hands
     to `write_fn`; `index` is the example's position in the split
     (`xtreme_preprocessors.add_example_index`; XTREME's pair and tagging data
-    have no ids). "gold" is written when the data has labels.
+    have no ids). "gold" is written when the data has labels: XTREME's
+    label-less test files are read with `xtreme_preprocessors.NO_LABEL`
+    (never a made-up class), and their records have no "gold" field.
   * Tagging: the model predicts a tag per sub-token; a word's tag is that
     of its first sub-token (the one trained on, `align_word_tags`). A
     sentence longer than TASK_FEATURE_LENGTHS is split into parts
@@ -139,7 +141,7 @@ def pair_record(example: Mapping[str, Any], prediction: np.ndarray,
     record["probabilities"] = {
         str(_label_name(vocabulary, i)): round(float(p), _DIGITS)
         for i, p in enumerate(probs)}
-  if "label" in example and int(example["label"]) >= 0:
+  if "label" in example and int(example["label"]) != xp.NO_LABEL:
     record["gold"] = _label_name(vocabulary, int(example["label"]))
   return record
 
@@ -174,7 +176,7 @@ def tagging_record(example: Mapping[str, Any], prediction: np.ndarray,
   record["prediction"] = [None if t is None else _label_name(vocabulary, t)
                           for t in tag_ids]
   gold = np.asarray(example.get("tags", [])).reshape(-1)[:len(words)]
-  if len(gold) == len(words) and (gold >= 0).all():
+  if len(gold) == len(words) and (gold != xp.NO_LABEL).all():
     record["gold"] = [_label_name(vocabulary, int(t)) for t in gold]
   return record
 

@@ -177,6 +177,37 @@ def test_tagging_predictions_are_word_tags_of_whole_sentences(
     assert "chunk_index" not in record
 
 
+def test_label_less_test_files_give_records_without_gold(vocab, tmp_path):
+  """XTREME's test files (no label column, words without tags): predicted,
+  and no record says what the gold is."""
+  (tmp_path / "pawsx").mkdir()
+  (tmp_path / "panx").mkdir()
+  (tmp_path / "pawsx" / "test-de.tsv").write_text(
+      "".join(f"{a}\t{b}\n" for a, b, _ in PAIRS), encoding="utf-8")
+  (tmp_path / "panx" / "test-de.tsv").write_text("\n".join(
+      "".join(f"{word}\n" for word, _ in sentence) for sentence in SENTENCES),
+      encoding="utf-8")
+  pawsx.register_pawsx_local(str(tmp_path), vocabulary=vocab,
+                             prefix="hidden_", languages=("de",))
+  panx.register_panx_local(str(tmp_path), vocabulary=vocab,
+                           prefix="hidden_", languages=("de",))
+  out = tmp_path / "out"
+  out.mkdir()
+  for name, kind, classes, write, merge in (
+      ("pawsx", "pair", 2, t5x_infer.write_pair_predictions, None),
+      ("panx", "tagging", len(panx.LABELS),
+       t5x_infer.write_tagging_predictions,
+       t5x_infer.merge_tagging_predictions)):
+    model, params = _model(kind, classes)
+    _, records = _infer_like_t5x(
+        seqio.get_mixture_or_task(f"hidden_{name}_de"), "test",
+        {"input_tokens": 32}, model, params, "predict", write, str(out),
+        chunk_size=2, merge_fn=merge)
+    assert len(records) == {"pawsx": len(PAIRS),
+                            "panx": len(SENTENCES)}[name]
+    assert all("prediction" in r and "gold" not in r for r in records), name
+
+
 def test_tagging_parts_out_of_order_are_an_error():
   first = {"index": 0, "chunk_index": 0, "words": ["a"], "prediction": ["O"]}
   stray = {"index": 1, "chunk_index": 1, "words": ["b"], "prediction": ["O"]}

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import seqio
 
+from rembert_t5x.data import xtreme_preprocessors as xp
 from rembert_t5x import feature_converters
 import rembert_tasks.xnli as xnli
 from tests import test_utils
@@ -83,11 +84,10 @@ def test_local_tasks_make_batches(vocab, xtreme_dir):
   assert len(list(train.take(6).as_numpy_iterator())) == 6
 
   # XTREME's test files carry no labels: read for prediction, every label
-  # the placeholder 0 (a test score means nothing; submission folders are
-  # how test predictions leave).
+  # NO_LABEL (no gold; submission folders are how test predictions leave).
   test = list(task.get_dataset(lengths, split="test", shuffle=False)
               .as_numpy_iterator())
-  assert test and all(int(ex["label"]) == 0 for ex in test)
+  assert test and all(int(ex["label"]) == xp.NO_LABEL for ex in test)
 
 
 def test_local_postprocess_and_metric(vocab, xtreme_dir):

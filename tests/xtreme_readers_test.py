@@ -2,6 +2,7 @@
 
 import pytest
 
+from rembert_t5x.data import xtreme_preprocessors as xp
 from rembert_t5x.data import xtreme_readers as readers
 
 
@@ -181,7 +182,10 @@ def test_sources_read_xtremes_label_less_test_files(tmp_path):
   source = readers.pair_source({"test": pairs, "validation": pairs},
                                readers.XNLI_LABEL_IDS)
   rows = list(source.get_dataset("test").as_numpy_iterator())
-  assert [r["label"] for r in rows] == [readers.PLACEHOLDER_LABEL] * 2
+  assert [r["label"] for r in rows] == [readers.NO_LABEL] * 2
+  # No gold: a metric over the split is refused, not a made-up score.
+  with pytest.raises(ValueError, match="no gold label"):
+    xp.pair_label_postprocessor(None, rows[0], is_target=True)
   # Only the test split: any other needs its labels.
   with pytest.raises(ValueError, match="field 'label' is missing"):
     source.get_dataset("validation")
@@ -190,7 +194,7 @@ def test_sources_read_xtremes_label_less_test_files(tmp_path):
                                   strip_prefix="de:")
   rows = list(source.get_dataset("test").as_numpy_iterator())
   assert [list(r["tokens"]) for r in rows] == [[b"Berlin"], [b"ja", b"nein"]]
-  assert [list(r["tags"]) for r in rows] == [[0], [0, 0]]
+  assert [list(r["tags"]) for r in rows] == [[-1], [-1, -1]]
   # A file with some labels missing is damaged, not XTREME's test file.
   mixed = _write(tmp_path, "mixed.tsv", "Berlin\tB-LOC\nja\n")
   source = readers.tagging_source({"test": mixed}, ("O", "B-LOC"))

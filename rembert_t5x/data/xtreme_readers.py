@@ -27,8 +27,9 @@ names for Tatoeba:
 The official XTREME download strips test labels: the readers raise a clear
 error when a labelled split is read from such a file (pass
 `require_labels=False` to read the text only). The sources read the "test"
-split of such a file for predictions (`PLACEHOLDER_LABEL`), and
-`squad_source` reads QA files whose gold answers XTREME blanked.
+split of such a file for predictions, every label `NO_LABEL` (no gold: the
+prediction writers write none, the metrics refuse it), and `squad_source`
+reads QA files whose gold answers XTREME blanked.
 
 Every malformed line raises ValueError naming the file, the 1-based line
 number and the field; an empty file raises ValueError naming the file.
@@ -45,6 +46,7 @@ import tensorflow as tf
 
 from rembert_t5x.common import shutdown
 from rembert_t5x.data import qa
+from rembert_t5x.data import xtreme_preprocessors as xp
 from rembert_t5x import retrieval_metrics
 
 # XTREME's XNLI label names -> class ids, in TFDS `xnli` / `multi_nli` order.
@@ -62,11 +64,12 @@ PAWSX_LABEL_IDS = {"0": 0, "1": 1}
 # XTREME writes its XNLI / PAWS-X test rows without the label column and its
 # PAN-X / UD-POS test words without their tag (`utils_preprocess.py`). The
 # sources still read the "test" split of such a file, for predictions (the
-# submission folders of `rembert_t5x.experiments.submission`): every example
-# then carries this class / tag id, which the preprocessors accept, and a
-# warning says that a score of that split means nothing. Other splits, and a
+# submission folders of `rembert_t5x.experiments.submission`, t5x.infer):
+# every example then carries `xtreme_preprocessors.NO_LABEL` as its class /
+# tag ids, which the preprocessors pass through, the prediction records leave
+# out (`t5x_infer`: no "gold") and the metrics refuse. Other splits, and a
 # file with only some labels missing, still fail.
-PLACEHOLDER_LABEL = 0
+NO_LABEL = xp.NO_LABEL
 UNLABELLED_SPLITS = ("test",)
 
 
@@ -107,7 +110,7 @@ def read_pair_tsv(path: str,
     path: the TSV file (no header).
     label_ids: label string -> class id (e.g. `XNLI_LABEL_IDS`).
     require_labels: if True every row needs a label; if False two-column
-      rows (XTREME's unlabelled test files) are read with label -1.
+      rows (XTREME's unlabelled test files) are read with label `NO_LABEL`.
 
   Returns:
     One dict per row: {"sentence1": str, "sentence2": str, "label": int}.
@@ -135,7 +138,7 @@ def read_pair_tsv(path: str,
             f"{path}, line {line_number}: field 'label' is missing (the "
             "official XTREME download strips test labels; use the validation "
             "split or supply labelled files).")
-      label = -1
+      label = NO_LABEL
     else:
       label = _label_id(row[2].strip(), label_ids, path, line_number)
     for field, text in (("sentence1", row[0]), ("sentence2", row[1])):
@@ -161,7 +164,7 @@ def read_conll_tags(path: str,
     path: the file.
     label_names: the tag set; a tag's id is its index here.
     require_labels: if False, lines holding only a token (XTREME's unlabelled
-      test files) are read with tag id -1.
+      test files) are read with tag id `NO_LABEL`.
     strip_prefix: removed from the start of every token that carries it
       (e.g. "en:" for the raw PAN-X files).
 
@@ -199,7 +202,7 @@ def read_conll_tags(path: str,
         raise ValueError(
             f"{path}, line {line_number}: field 'tag' is missing (the "
             "official XTREME download strips test labels).")
-      tag = -1
+      tag = NO_LABEL
     else:
       tag = _label_id(fields[1].strip(), tag_ids, path, line_number, "tag")
     tokens.append(token)
@@ -330,15 +333,15 @@ def _function_source(splits: Mapping[str, object], make_rows,
   return seqio.FunctionDataSource(dataset_fn, splits=list(splits))
 
 
-def _placeholder_labels(rows: List[Dict[str, Any]], key: str,
-                        path: str) -> List[Dict[str, Any]]:
-  """Rows read with `require_labels=False` (missing ids are -1): a file
-  without any label gets `PLACEHOLDER_LABEL` everywhere.
+def _all_or_no_labels(rows: List[Dict[str, Any]], key: str,
+                      path: str) -> List[Dict[str, Any]]:
+  """Rows read with `require_labels=False` (missing ids are `NO_LABEL`),
+  checked: every label there, or none (XTREME's hidden test set).
 
   Raises:
     ValueError: naming the file, when only some labels are missing.
   """
-  missing = [np.asarray(r[key]) < 0 for r in rows]
+  missing = [np.asarray(r[key]) == NO_LABEL for r in rows]
   if not any(m.any() for m in missing):
     return rows
   if not all(m.all() for m in missing):
@@ -347,18 +350,16 @@ def _placeholder_labels(rows: List[Dict[str, Any]], key: str,
         f"{path}: {partial} of {len(rows)} examples lack some '{key}' value; "
         "XTREME's test files have no labels at all, its other files all of "
         "them.")
-  logging.warning("%s: no labels (XTREME's hidden test set): read for "
-                  "predictions with placeholder %s %d; a score of this split "
-                  "means nothing.", path, key, PLACEHOLDER_LABEL)
-  return [{**r, key: (PLACEHOLDER_LABEL if np.ndim(r[key]) == 0
-                      else [PLACEHOLDER_LABEL] * len(r[key]))} for r in rows]
+  logging.info("%s: no labels (XTREME's hidden test set): read for "
+               "predictions only (%s %d: no gold).", path, key, NO_LABEL)
+  return rows
 
 
 def pair_source(paths: Mapping[str, str], label_ids: Mapping[str, int]
                 ) -> seqio.FunctionDataSource:
   """Source of {"sentence1", "sentence2", "label"} from split -> TSV path.
 
-  A "test" file without labels reads with `PLACEHOLDER_LABEL`.
+  A "test" file without labels reads with `NO_LABEL`.
   """
   signature = {
       "sentence1": tf.TensorSpec([], tf.string),
@@ -369,7 +370,7 @@ def pair_source(paths: Mapping[str, str], label_ids: Mapping[str, int]
   def rows(path, split):
     if split not in UNLABELLED_SPLITS:
       return read_pair_tsv(path, label_ids)
-    return _placeholder_labels(
+    return _all_or_no_labels(
         read_pair_tsv(path, label_ids, require_labels=False), "label", path)
 
   return _function_source(paths, rows, signature)
@@ -380,7 +381,7 @@ def tagging_source(paths: Mapping[str, str], label_names: Sequence[str],
                    ) -> seqio.FunctionDataSource:
   """Source of {"tokens": [words], "tags": [ids]} from split -> CoNLL path.
 
-  A "test" file without tags reads with `PLACEHOLDER_LABEL`.
+  A "test" file without tags reads with `NO_LABEL`.
   """
   signature = {
       "tokens": tf.TensorSpec([None], tf.string),
@@ -391,8 +392,8 @@ def tagging_source(paths: Mapping[str, str], label_names: Sequence[str],
     labelled = split not in UNLABELLED_SPLITS
     sentences = read_conll_tags(path, label_names, require_labels=labelled,
                                 strip_prefix=strip_prefix)
-    return sentences if labelled else _placeholder_labels(sentences, "tags",
-                                                          path)
+    return sentences if labelled else _all_or_no_labels(sentences, "tags",
+                                                        path)
 
   return _function_source(paths, rows, signature)
 
