@@ -92,9 +92,7 @@ def make_predict_fn(model, params, batch_size: int, length_sorted: bool = True):
     a full-length batch, and its values (up to float rounding) at the
     example's tokens.
   """
-  if model not in _PREDICTORS:
-    _PREDICTORS[model] = _Predictor(model)
-  predictor = _PREDICTORS[model]
+  predictor = _predictor(model)
   params = jax.device_put(params)
 
   def predict_fn(ds, model_feature_shapes=None):
@@ -105,6 +103,18 @@ def make_predict_fn(model, params, batch_size: int, length_sorted: bool = True):
     return _predict_in_order(predictor, params, ds, batch_size)
 
   return predict_fn
+
+
+def _predictor(model) -> _Predictor:
+  if model not in _PREDICTORS:
+    _PREDICTORS[model] = _Predictor(model)
+  return _PREDICTORS[model]
+
+
+def jitted_predict(model):
+  """The model's jitted `predict_batch_with_aux`, compiled once per model
+  object and batch shape (shared with `make_predict_fn`)."""
+  return _predictor(model).predict
 
 
 def _predict_in_order(predictor: _Predictor, params, ds: tf.data.Dataset,
