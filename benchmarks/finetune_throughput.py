@@ -53,8 +53,10 @@ import numpy as np  # pylint: disable=g-import-not-at-top
 
 from benchmarks import common  # pylint: disable=g-import-not-at-top
 from benchmarks import input_pipeline  # pylint: disable=g-import-not-at-top
+from rembert_t5x.convert import checkpoint_conversion as cc  # pylint: disable=g-import-not-at-top
 from rembert_t5x import models  # pylint: disable=g-import-not-at-top
 from rembert_t5x import network  # pylint: disable=g-import-not-at-top
+from rembert_t5x import optimizer  # pylint: disable=g-import-not-at-top
 from rembert_t5x.data import pieces  # pylint: disable=g-import-not-at-top
 from rembert_t5x.data import qa  # pylint: disable=g-import-not-at-top
 from rembert_t5x.data import vocabulary as vocab_lib  # pylint: disable=g-import-not-at-top
@@ -335,18 +337,18 @@ class HFHead:
     from benchmarks import hf_peer  # pylint: disable=g-import-not-at-top
     self._torch = torch
     torch.manual_seed(seed)
-    hf_cfg = hf_peer.hf_config(cfg)
-    hf_cfg.classifier_dropout_prob = cfg.classifier_dropout_rate
-    hf_cfg.num_labels = NUM_CLASSES.get(head, 2)
-    cls = {"pair": transformers.RemBertForSequenceClassification,
-           "tagging": transformers.RemBertForTokenClassification,
-           "qa": transformers.RemBertForQuestionAnswering}[head]
-    self.model = cls(hf_cfg)
+    hf_head, cls = {
+        "pair": (cc.Head.SEQUENCE_CLASSIFICATION,
+                 transformers.RemBertForSequenceClassification),
+        "tagging": (cc.Head.TOKEN_CLASSIFICATION,
+                    transformers.RemBertForTokenClassification),
+        "qa": (cc.Head.QUESTION_ANSWERING,
+               transformers.RemBertForQuestionAnswering)}[head]
+    self.model = cls(hf_peer.hf_config(cfg, hf_head,
+                                       num_labels=NUM_CLASSES.get(head, 2)))
     self.model.train()
     self.head = head
-    self._opt = torch.optim.AdamW(self.model.parameters(), lr=2e-5,
-                                  betas=(0.9, 0.999), eps=1e-6,
-                                  weight_decay=0.01)
+    self._opt = hf_peer.adamw(self.model.parameters(), 2e-5)
     self.attention = self.model.config._attn_implementation  # pylint: disable=protected-access
     self.threads = torch.get_num_threads()
 
@@ -379,7 +381,8 @@ class HFHead:
     for inputs in micro:
       loss = self.model(**inputs).loss / len(micro)
       loss.backward()
-    self._torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+    self._torch.nn.utils.clip_grad_norm_(self.model.parameters(),
+                                         optimizer.CLIP_NORM)
     self._opt.step()
 
 

@@ -8,6 +8,10 @@ and optimizer state, as ours), `torch.optim.AdamW` with our hyper-parameters
 (fused on CUDA) and no clipping (our benchmark step has none). Labels sit
 only at the masked positions, but HF's head still runs at every position.
 
+`hf_config` (our config as HF's, through the converter's one builder) and
+`adamw` (torch's AdamW with `optimizer.py`'s settings) also make the peers
+of `train_step.py` and `finetune_throughput.py`.
+
 Imports torch and transformers: import this module only when the peer runs.
 """
 
@@ -19,29 +23,28 @@ import numpy as np
 import torch
 import transformers
 
+from rembert_t5x.convert import checkpoint_conversion as cc
 from rembert_t5x import network
+from rembert_t5x import optimizer
 
 
-def hf_config(cfg: network.RemBertConfig) -> transformers.RemBertConfig:
-  """Our network config as Hugging Face's (same sizes, same dropout)."""
-  return transformers.RemBertConfig(
-      vocab_size=cfg.vocab_size,
-      input_embedding_size=cfg.input_embed_dim,
-      output_embedding_size=cfg.output_embed_dim,
-      hidden_size=cfg.emb_dim,
-      num_hidden_layers=cfg.num_pretraining_layers,
-      num_attention_heads=cfg.num_heads,
-      intermediate_size=cfg.mlp_dim,
-      hidden_act="gelu",
-      hidden_dropout_prob=cfg.dropout_rate,
-      attention_probs_dropout_prob=cfg.dropout_rate,
-      max_position_embeddings=cfg.max_position_embeddings,
-      type_vocab_size=cfg.type_vocab_size,
-      layer_norm_eps=cfg.layer_norm_epsilon,
-      pad_token_id=cfg.pad_id,
-      # HF's defaults (312, 313: the released vocabulary's [CLS]/[SEP]) lie
-      # outside small vocabularies; an MLM training step uses neither.
-      bos_token_id=None, eos_token_id=None)
+def hf_config(cfg: network.RemBertConfig, head: cc.Head = cc.Head.MASKED_LM,
+              **overrides) -> transformers.RemBertConfig:
+  """Our network config as Hugging Face's (`cc.hf_config`: same sizes, same
+  dropout), with no [CLS]/[SEP] ids."""
+  # HF's defaults (312, 313: the released vocabulary's [CLS]/[SEP]) lie
+  # outside small vocabularies; a training step uses neither.
+  return cc.hf_config(cfg, head, bos_token_id=None, eos_token_id=None,
+                      **overrides)
+
+
+def adamw(parameters, learning_rate: float,
+          fused: Optional[bool] = None) -> torch.optim.AdamW:
+  """torch's AdamW with our settings (`optimizer.adamw`'s defaults, paper
+  Table 14); clipping, where a peer clips, is its own step."""
+  return torch.optim.AdamW(
+      parameters, lr=learning_rate, betas=(optimizer.B1, optimizer.B2),
+      eps=optimizer.EPS, weight_decay=optimizer.WEIGHT_DECAY, fused=fused)
 
 
 def _device(on_gpu: bool) -> torch.device:
@@ -78,9 +81,7 @@ def run(cfg: network.RemBertConfig, batch: dict, dtype: str, warmup: int,
   torch.manual_seed(seed)
   model = transformers.RemBertForMaskedLM(hf_config(cfg)).to(device)
   model.train()
-  opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.999),
-                          eps=1e-6, weight_decay=0.01,
-                          fused=device.type == "cuda")
+  opt = adamw(model.parameters(), 1e-4, fused=device.type == "cuda")
   as_tensor = lambda name: torch.from_numpy(  # pylint: disable=g-long-lambda
       np.array(batch[name])).long().to(device)
   tokens = as_tensor("input_tokens")

@@ -29,28 +29,19 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from benchmarks import common  # pylint: disable=g-import-not-at-top
 from benchmarks import flops as flop_model
+from rembert_t5x import optimizer  # pylint: disable=g-import-not-at-top
 
 
 def hf_step_fn(cfg, batch: dict, seed: int = 0):
   """A closure running one HF training step on `batch`."""
+  # Deferred: torch and transformers take seconds to import (hf_peer too).
   import torch  # pylint: disable=g-import-not-at-top
   import transformers  # pylint: disable=g-import-not-at-top
+  from benchmarks import hf_peer  # pylint: disable=g-import-not-at-top
   torch.manual_seed(seed)
-  hf_cfg = transformers.RemBertConfig(
-      vocab_size=cfg.vocab_size, hidden_size=cfg.emb_dim,
-      num_hidden_layers=cfg.num_pretraining_layers,
-      num_attention_heads=cfg.num_heads,
-      input_embedding_size=cfg.input_embed_dim,
-      output_embedding_size=cfg.output_embed_dim,
-      intermediate_size=cfg.mlp_dim, hidden_act="gelu",
-      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-      max_position_embeddings=cfg.max_position_embeddings,
-      type_vocab_size=cfg.type_vocab_size,
-      layer_norm_eps=cfg.layer_norm_epsilon, pad_token_id=0)
-  model = transformers.RemBertForMaskedLM(hf_cfg)
+  model = transformers.RemBertForMaskedLM(hf_peer.hf_config(cfg))
   model.train()
-  opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.999),
-                          eps=1e-6, weight_decay=0.01)
+  opt = hf_peer.adamw(model.parameters(), 1e-4)
   labels = torch.from_numpy(batch["targets"]).long()
   labels[torch.from_numpy(batch["weights"]) == 0] = -100
   inputs = dict(
@@ -63,7 +54,7 @@ def hf_step_fn(cfg, batch: dict, seed: int = 0):
     opt.zero_grad(set_to_none=True)
     loss = model(**inputs).loss
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), optimizer.CLIP_NORM)
     opt.step()
 
   return step, torch.get_num_threads(), model.__class__.__name__

@@ -1,11 +1,13 @@
 """Shared tiny configurations and helpers for the tests."""
 
+import dataclasses
 import importlib.util
 import os
 import pathlib
 
 import pytest
 
+from rembert_t5x.convert import checkpoint_conversion as cc
 from rembert_t5x.data import pieces
 from rembert_t5x.data import vocabulary
 from rembert_t5x import network
@@ -292,14 +294,13 @@ def write_random_checkpoint(model_dir, kind: str,
   import numpy as np  # pylint: disable=g-import-not-at-top
   from rembert_t5x import configs  # pylint: disable=g-import-not-at-top
   from rembert_t5x import models  # pylint: disable=g-import-not-at-top
-  from rembert_t5x.convert import checkpoint_conversion  # pylint: disable=g-import-not-at-top
   from rembert_t5x.convert import checkpoint_io  # pylint: disable=g-import-not-at-top
   model_dir = pathlib.Path(model_dir)
   module = models.make_module(kind, config, num_classes=num_classes)
   params = module.init(jax.random.PRNGKey(seed),
                        np.zeros((1, 4), np.int32))["params"]
   checkpoint_io.write_orbax_params(
-      model_dir, checkpoint_conversion.flatten(params).items())
+      model_dir, cc.flatten(params).items())
   configs.write_checkpoint_config(model_dir, config)
   if vocab_file:
     shutil.copyfile(vocab_file, model_dir / pieces.VOCABULARY_FILENAME)
@@ -473,7 +474,6 @@ def recorded_tf_variables(dims=None) -> dict[str, dict[str, tuple[int, ...]]]:
 
 
 _torch = LazyModule("torch")
-_transformers = LazyModule("transformers")
 
 # Agreement with Hugging Face, float32; the (batch, length) of `hf_inputs`.
 HF_TOL = 1e-5
@@ -481,19 +481,9 @@ HF_BATCH, HF_LENGTH = 3, 11
 
 
 def hf_config(cfg: network.RemBertConfig, num_labels: int = 2):
-  """transformers.RemBertConfig of `cfg`, no dropout, eager attention."""
-  return _transformers.RemBertConfig(
-      vocab_size=cfg.vocab_size, hidden_size=cfg.emb_dim,
-      num_hidden_layers=cfg.num_pretraining_layers,
-      num_attention_heads=cfg.num_heads,
-      input_embedding_size=cfg.input_embed_dim,
-      output_embedding_size=cfg.output_embed_dim,
-      intermediate_size=cfg.mlp_dim, hidden_act="gelu",
-      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-      classifier_dropout_prob=0.0,
-      max_position_embeddings=cfg.max_position_embeddings,
-      type_vocab_size=cfg.type_vocab_size,
-      layer_norm_eps=cfg.layer_norm_epsilon, pad_token_id=0,
+  """`cc.hf_config` of `cfg` without dropout, with eager attention."""
+  return cc.hf_config(
+      dataclasses.replace(cfg, dropout_rate=0.0, classifier_dropout_rate=0.0),
       num_labels=num_labels, attn_implementation="eager")
 
 

@@ -624,6 +624,31 @@ def hf_config_dict(config: network.RemBertConfig, head: Head,
   return out
 
 
+def hf_config(config: network.RemBertConfig, head: Head = Head.MASKED_LM,
+              **overrides):
+  """`transformers.RemBertConfig` of `hf_config_dict(config, head)`.
+
+  The one builder of Hugging Face's config from ours, for the code that
+  builds HF models in Python (the benchmarks' peers, the parity tests); it
+  imports only transformers, so a bare accelerator machine without seqio or
+  TensorFlow can call it.
+
+  Args:
+    config: our network config (decoupled: HF RemBERT has no tied one).
+    head: which network's layers (`num_pretraining_layers` for the MLM
+      head, `num_layers` otherwise) and `architectures` entry.
+    **overrides: HF settings of the caller's own, e.g. `num_labels`,
+      `attn_implementation`, `bos_token_id=None`.
+
+  Raises:
+    ValueError: `config` is coupled.
+  """
+  # Deferred: transformers (with torch) is needed only by its HF callers.
+  import transformers  # pylint: disable=g-import-not-at-top
+  return transformers.RemBertConfig(**{**hf_config_dict(config, head),
+                                       **overrides})
+
+
 def head_from_hf_names(names: list[str]) -> tuple[Head, tuple[str, ...]]:
   """Which head an HF checkpoint (keys with `rembert.` prefix) has.
 
