@@ -102,7 +102,9 @@ def tatoeba_metric(targets: Sequence[Tuple[int, int]],
 
 
 # The blocked search holds one block's similarities to every target twice:
-# as computed and transposed for the targets' top-k.
+# as computed and masked and transposed for the targets' top-k (XLA's memory
+# analysis of `_search_block`; scaling them by the targets' norms afterwards
+# made it three).
 _BLOCK_COPIES = 2
 _FLOAT32_BYTES = 4
 _INT32_BYTES = 4
@@ -154,11 +156,13 @@ class MiningPlan:
 
   @property
   def resident_bytes(self) -> int:
-    """What the whole search holds: the float32 targets and their inverse
-    norms, the targets' running and merged top-k, the sources' top-k."""
+    """What the whole search holds: the targets (float32, normalised in
+    place), their running and merged top-k, the sources' top-k. A target
+    array that is not float32 costs one more float32 copy while it is
+    converted."""
     entry = _FLOAT32_BYTES + _INT32_BYTES  # one neighbour: similarity, index
     merged = self.k_backward + min(self.k_backward, self.block_size)
-    return (self.num_target * (self.dim + 1) * _FLOAT32_BYTES
+    return (self.num_target * self.dim * _FLOAT32_BYTES
             + self.num_target * (self.k_backward + merged) * entry
             + self.num_blocks * self.block_size * self.k_forward * entry)
 
@@ -207,10 +211,19 @@ def mining_plan(num_source: int, num_target: int, dim: int, k: int = 4,
                     min(block_size, num_source))
 
 
+def _unit_rows(x: jax.Array) -> jax.Array:
+  """[n, dim] rows scaled to norm 1 (an all-zero row stays zero)."""
+  return x / jnp.maximum(jnp.linalg.norm(x, axis=1, keepdims=True), _MIN_NORM)
+
+
+# The targets are normalised once, in their own buffer.
+_unit_rows_in_place = jax.jit(_unit_rows, donate_argnums=0)
+
+
 @functools.partial(jax.jit, static_argnames=("k_forward", "k_backward"),
                    donate_argnames=("best_sims", "best_rows"))
-def _search_block(block, num_valid, offset, target, target_scale, best_sims,
-                  best_rows, *, k_forward, k_backward):
+def _search_block(block, num_valid, offset, target, best_sims, best_rows, *,
+                  k_forward, k_backward):
   """One block of source rows against every target.
 
   Args:
@@ -218,8 +231,7 @@ def _search_block(block, num_valid, offset, target, target_scale, best_sims,
       are padding.
     num_valid: how many rows of `block` are sentences.
     offset: the source index of `block`'s first row.
-    target: [num_target, dim] float32 target rows, not normalised.
-    target_scale: [num_target] their inverse norms.
+    target: [num_target, dim] float32 target rows of norm 1 (or 0).
     best_sims: [num_target, k_backward] each target's most similar sources
       among the blocks before this one, most similar first.
     best_rows: [num_target, k_backward] their source indices.
@@ -233,12 +245,10 @@ def _search_block(block, num_valid, offset, target, target_scale, best_sims,
     similarities the lower index comes first (`lax.top_k` keeps the earlier
     position, and the earlier blocks' sources come first in the merge).
   """
-  norms = jnp.linalg.norm(block, axis=1, keepdims=True)
-  unit = block / jnp.maximum(norms, _MIN_NORM)
   # Full float32 products on every backend (TPUs and GPUs would otherwise
   # round the operands to bfloat16 or TF32).
-  sims = jnp.matmul(unit, target.T, precision=jax.lax.Precision.HIGHEST)
-  sims = sims * target_scale[None, :]  # [block_size, num_target]
+  sims = jnp.matmul(_unit_rows(block), target.T,  # [block_size, num_target]
+                    precision=jax.lax.Precision.HIGHEST)
   fwd_sims, fwd_rows = jax.lax.top_k(sims, k_forward)
   is_row = jnp.arange(block.shape[0]) < num_valid
   by_target = jnp.where(is_row[:, None], sims, -jnp.inf).T
@@ -261,8 +271,7 @@ def _nearest_neighbours(source: np.ndarray, target: np.ndarray,
     most similar first, the lower index first among equals; similarities
     as float64.
   """
-  target = jnp.asarray(np.asarray(target, np.float32))
-  target_scale = 1.0 / jnp.maximum(jnp.linalg.norm(target, axis=1), _MIN_NORM)
+  target = _unit_rows_in_place(jnp.asarray(np.asarray(target, np.float32)))
   best_sims = jnp.full((plan.num_target, plan.k_backward), -jnp.inf,
                        jnp.float32)
   best_rows = jnp.full((plan.num_target, plan.k_backward), -1, jnp.int32)
@@ -272,7 +281,7 @@ def _nearest_neighbours(source: np.ndarray, target: np.ndarray,
     block = np.zeros((plan.block_size, plan.dim), np.float32)
     block[:len(rows)] = rows
     fwd_sims, fwd_rows, best_sims, best_rows = _search_block(
-        block, len(rows), start, target, target_scale, best_sims, best_rows,
+        block, len(rows), start, target, best_sims, best_rows,
         k_forward=plan.k_forward, k_backward=plan.k_backward)
     forward.append((fwd_sims, fwd_rows))
   fwd_sims, fwd_rows = (np.concatenate(parts)[:plan.num_source]
@@ -353,7 +362,11 @@ def margin_candidates(source: np.ndarray, target: np.ndarray, k: int = 4,
   logged at INFO. Ties are broken by index: among equal similarities the
   lower index is nearer, among a sentence's equally scoring neighbours the
   nearest is proposed, and among equal proposals the sources' come first,
-  each side in index order.
+  each side in index order. `_margin_candidates_dense`, the same rules on
+  the float64 matrix, gives the same pairs on the sizes measured
+  (docs/PERFORMANCE.md, v10); scores agree to float32 rounding (~1e-6
+  relative), so pairs whose scores are that close may be listed in
+  another order, and only such near-ties could be resolved differently.
 
   Args:
     source: [num_source, dim] embeddings.

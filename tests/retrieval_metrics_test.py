@@ -1,5 +1,6 @@
 """Tests for rembert_t5x.retrieval_metrics (Tatoeba and BUCC scoring)."""
 
+import jax
 import numpy as np
 import pytest
 
@@ -206,6 +207,17 @@ def test_mining_plan_bounds_the_block():
     rm.mining_plan(10, 3, 8, block_size=0)
   with pytest.raises(ValueError, match="k must be"):
     rm.mining_plan(10, 3, 8, k=0)
+
+
+def test_block_memory_is_what_the_plan_says():
+  plan = rm.mining_plan(64, 2000, 32, k=4, block_size=64)
+  shape = jax.ShapeDtypeStruct
+  compiled = rm._search_block.lower(  # pylint: disable=protected-access
+      shape((64, 32), np.float32), 64, 0, shape((2000, 32), np.float32),
+      shape((2000, 4), np.float32), shape((2000, 4), np.int32),
+      k_forward=4, k_backward=4).compile()
+  temporaries = compiled.memory_analysis().temp_size_in_bytes
+  assert plan.block_bytes <= temporaries <= plan.block_bytes + 4096
 
 
 def test_margin_candidates_compiles_one_block_shape():
