@@ -84,7 +84,7 @@ def _cli_error(main, argv, capsys) -> str:
 
 
 def _train_error(run_gin, model_dir, capsys, *bindings) -> str:
-  return _cli_error(train.main, [f"--gin_file={run_gin}",
+  return _cli_error(train._main, [f"--gin_file={run_gin}",
                                  f"--gin.MODEL_DIR='{model_dir}'", *bindings],
                     capsys)
 
@@ -131,7 +131,7 @@ def test_unknown_task(run_gin, tmp_path, capsys):
 
 def test_unknown_task_named_by_macro(tmp_path, capsys):
   """MIXTURE_OR_TASK_NAME on a shipped run file: the task it names is used."""
-  err = _cli_error(train.main, [
+  err = _cli_error(train._main, [
       "--gin_file=gin_configs/runs/local_tiny_pretrain.gin",
       f"--gin.MODEL_DIR='{tmp_path / 'm'}'",
       "--gin.MIXTURE_OR_TASK_NAME='rembert_no_such_task'",
@@ -151,7 +151,7 @@ def test_binding_a_macro_the_run_does_not_use(run_gin, tmp_path, capsys):
 
 
 def test_old_macro_name_points_to_the_new_one(tmp_path, capsys):
-  err = _cli_error(eval_lib.main, [
+  err = _cli_error(eval_lib._main, [
       "--gin_file=gin_configs/runs/local_tiny_eval_pair.gin",
       f"--gin.CHECKPOINT_DIR='{tmp_path}'",
       f"--gin.EVAL_OUTPUT_DIR='{tmp_path / 'eval'}'"], capsys)
@@ -160,7 +160,7 @@ def test_old_macro_name_points_to_the_new_one(tmp_path, capsys):
 
 
 def test_task_module_not_importable(tmp_path, capsys):
-  err = _cli_error(train.main, [
+  err = _cli_error(train._main, [
       "--gin_file=gin_configs/runs/local_tiny_pretrain.gin",
       f"--gin.MODEL_DIR='{tmp_path / 'm'}'",
       "--gin.MIXTURE_OR_TASK_MODULE='no_such_module'"], capsys)
@@ -169,7 +169,7 @@ def test_task_module_not_importable(tmp_path, capsys):
 
 
 def test_model_dir_not_set(run_gin, capsys):
-  err = _cli_error(train.main, [f"--gin_file={run_gin}"], capsys)
+  err = _cli_error(train._main, [f"--gin_file={run_gin}"], capsys)
   assert "MODEL_DIR is not set" in err
 
 
@@ -182,12 +182,12 @@ def test_model_dir_not_writable(run_gin, tmp_path, capsys):
 
 
 def test_unknown_command_line_argument(run_gin, capsys):
-  err = _cli_error(train.main, [f"--gin_file={run_gin}", "--lr=3"], capsys)
+  err = _cli_error(train._main, [f"--gin_file={run_gin}", "--lr=3"], capsys)
   assert "unknown flag --lr=3 (see --help)" in err
 
 
 def test_no_gin_file(capsys):
-  err = _cli_error(train.main, ["--gin.MODEL_DIR='/tmp/x'"], capsys)
+  err = _cli_error(train._main, ["--gin.MODEL_DIR='/tmp/x'"], capsys)
   assert "no --gin_file given" in err
 
 
@@ -237,7 +237,7 @@ def test_retrieval_layer_beyond_the_model(tmp_path, capsys):
       "include 'gin_configs/models/tiny.gin'\n"
       "include 'gin_configs/runs/local_eval_retrieval.gin'\n"
       "VOCAB_SIZE = 97\nRETRIEVAL_LAYER = 40\n")
-  err = _cli_error(eval_lib.main, [
+  err = _cli_error(eval_lib._main, [
       f"--gin_file={run}", f"--gin.CHECKPOINT_PATH='{tmp_path / 'm'}'",
       f"--gin.EVAL_OUTPUT_DIR='{tmp_path / 'out'}'"], capsys)
   assert err == ("error: RemBertForRetrieval.layer must be an integer in "

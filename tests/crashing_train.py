@@ -70,7 +70,7 @@ def main(argv) -> None:
   if kind not in ("step", "save") or not step.isdigit():
     sys.exit(f"expected step:N or save:N, got {argv[0]!r}")
   (arm_after_step if kind == "step" else arm_in_save)(int(step))
-  cli.run_main(train.main, argv[1:])
+  cli.run_main(train._main, argv[1:])
   sys.exit(3)  # the kill did not fire
 
 

@@ -53,7 +53,7 @@ class _Setup:
     self.vocab = test_utils.train_tiny_vocab(root)
     self.register("good", {"en": ROWS})
     self.model_dir = root / "m"
-    train.main(cli.parse_gin_args([
+    train._main(cli.parse_gin_args([
         "--gin_file=gin_configs/runs/local_tiny_finetune_pair.gin",
         f"--gin.MODEL_DIR='{self.model_dir}'", "--gin.TRAIN_STEPS=2",
         "--gin.BATCH_SIZE=8", "--gin.MIXTURE_OR_TASK_MODULE=None",
@@ -99,7 +99,7 @@ def _eval_error(capsys, checkpoint, output_dir, task, *bindings) -> str:
   (after, at most, the `[eval]` progress lines); returns the error line."""
   capsys.readouterr()
   with pytest.raises(SystemExit) as e:
-    cli.run_main(eval_lib.main, [
+    cli.run_main(eval_lib._main, [
         f"--gin_file={EVAL_GIN}", f"--gin.CHECKPOINT_PATH='{checkpoint}'",
         f"--gin.EVAL_OUTPUT_DIR='{output_dir}'",
         f"--gin.MIXTURE_OR_TASK_NAME='{task}'",
@@ -334,7 +334,7 @@ def test_damaged_checkpoint(setup, tmp_path, out, capsys, damaged):
   assert _contents(out) == before
   if damaged == "arrays":
     # The advice works.
-    cli.run_main(eval_lib.main, [
+    cli.run_main(eval_lib._main, [
         f"--gin_file={EVAL_GIN}",
         f"--gin.CHECKPOINT_PATH='{model_dir / 'checkpoints' / '1'}'",
         f"--gin.EVAL_OUTPUT_DIR='{out}'",

@@ -162,10 +162,10 @@ def test_selection_picks_the_best_english_dev_checkpoint(tmp_path):
 def test_eval_cli_needs_checkpoint_path(tmp_path):
   run = "gin_configs/runs/local_tiny_eval_pair.gin"
   with pytest.raises(errors.UserError, match="CHECKPOINT_PATH is not set"):
-    eval_lib.main(cli.parse_gin_args([
+    eval_lib._main(cli.parse_gin_args([
         f"--gin_file={run}", f"--gin.EVAL_OUTPUT_DIR='{tmp_path}'"]))
   with pytest.raises(errors.UserError, match="EVAL_OUTPUT_DIR is not set"):
-    eval_lib.main(cli.parse_gin_args([
+    eval_lib._main(cli.parse_gin_args([
         f"--gin_file={run}", f"--gin.CHECKPOINT_PATH='{tmp_path}'"]))
   # Gin files that do not bind the directories: the error names the binding.
   configs.parse_gin([])
@@ -191,14 +191,14 @@ def test_local_run_files_train_then_evaluate_the_named_tasks(tasks, tmp_path):
   model_dir, out = tmp_path / "ft", tmp_path / "eval"
   # The tasks are registered already: no module to import.
   common = ["--gin.MIXTURE_OR_TASK_MODULE=None", "--gin.BATCH_SIZE=8"]
-  train.main(cli.parse_gin_args([
+  train._main(cli.parse_gin_args([
       "--gin_file=gin_configs/runs/local_tiny_finetune_pair.gin",
       f"--gin.MODEL_DIR='{model_dir}'", "--gin.TRAIN_STEPS=2",
       "--gin.MIXTURE_OR_TASK_NAME='evaltest_pair_train'",
       "--gin.train.train.progress_bar=False", *common]))
   assert json.loads((model_dir / "metrics.jsonl").read_text()
                     .splitlines()[-1])["step"] == 2
-  eval_lib.main(cli.parse_gin_args([
+  eval_lib._main(cli.parse_gin_args([
       "--gin_file=gin_configs/runs/local_tiny_eval_pair.gin",
       f"--gin.CHECKPOINT_PATH='{model_dir}'", f"--gin.EVAL_OUTPUT_DIR='{out}'",
       "--gin.MIXTURE_OR_TASK_NAME='evaltest_pair_qcy'", *common]))

@@ -69,12 +69,12 @@ def test_killed_packed_run_resumes_to_the_uninterrupted_losses(
   result = _run(setup, killed, crash_at="step:3")
   assert result.returncode == -9, result.stderr[-2000:]
   capsys.readouterr()
-  cli.run_main(train.main, [f"--gin_file={setup / 'run.gin'}",
+  cli.run_main(train._main, [f"--gin_file={setup / 'run.gin'}",
                             f"--gin.MODEL_DIR='{killed}'"])
   resumed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
   assert 1 <= resumed["step_shapes"] <= 8  # a bounded number of programs
   whole = tmp_path / "whole"
-  cli.run_main(train.main, [f"--gin_file={setup / 'run.gin'}",
+  cli.run_main(train._main, [f"--gin_file={setup / 'run.gin'}",
                             f"--gin.MODEL_DIR='{whole}'"])
   np.testing.assert_allclose(_losses(killed), _losses(whole), rtol=0,
                              atol=1e-6)

@@ -206,7 +206,7 @@ def test_readme_command(command, monkeypatch):
     if module.startswith("t5x."):
       _check_t5x(argv)
       return
-    target = f"{module}:run" if module in GIN_MODULES else f"{module}:main"
+    target = f"{module}:main"
   elif (tool == "python" and argv[0].endswith(".py")
         and not argv[0].startswith(("benchmarks/", "scripts/"))):
     # Another project's script (XTREME's evaluate.py), not ours to check.

@@ -230,7 +230,7 @@ def test_fine_tune_from_the_converted_directory(data, converted, tmp_path,
       log_period=1, init_checkpoint="%INITIAL_CHECKPOINT_PATH"))
   ft = tmp_path / "ft"
   # The local runner's command line, INITIAL_CHECKPOINT_PATH at the converted dir.
-  train.main(cli.parse_gin_args([f"--gin_file={run_gin}",
+  train._main(cli.parse_gin_args([f"--gin_file={run_gin}",
                                  f"--gin.MODEL_DIR='{ft}'",
                                  f"--gin.INITIAL_CHECKPOINT_PATH='{out}'"]))
   configs.parse_gin([])

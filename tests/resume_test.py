@@ -104,7 +104,7 @@ def _iterator_names(model_dir):
 
 def _run_in_process(setup, model_dir, capsys):
   capsys.readouterr()
-  train.main(cli.parse_gin_args([f"--gin_file={setup / 'run.gin'}",
+  train._main(cli.parse_gin_args([f"--gin_file={setup / 'run.gin'}",
                                  f"--gin.MODEL_DIR='{model_dir}'"]))
   return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 

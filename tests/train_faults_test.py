@@ -48,7 +48,7 @@ def _snapshot(root: pathlib.Path) -> dict[str, str]:
 
 
 def _train_cli(run_gin, model_dir, *bindings):
-  return cli.run_main(train.main, [f"--gin_file={run_gin}",
+  return cli.run_main(train._main, [f"--gin_file={run_gin}",
                                    f"--gin.MODEL_DIR='{model_dir}'",
                                    *bindings])
 

@@ -38,7 +38,7 @@ def run_gin(tmp_path):
 
 
 def _main(*argv):
-  train.main(cli.parse_gin_args(list(argv)))
+  train._main(cli.parse_gin_args(list(argv)))
 
 
 def _metrics(model_dir):
@@ -165,7 +165,7 @@ def test_nonfinite_stop_names_the_step_between_log_steps(tmp_path):
 ])
 def test_user_errors_are_one_line(run_gin, tmp_path, capsys, binding, message):
   with pytest.raises(SystemExit) as e:
-    cli.run_main(train.main, [f"--gin_file={run_gin}",
+    cli.run_main(train._main, [f"--gin_file={run_gin}",
                               f"--gin.MODEL_DIR='{tmp_path / 'm'}'", binding])
   assert e.value.code == 2
   err = capsys.readouterr().err.strip()
@@ -240,14 +240,14 @@ def test_parse_gin_args():
     ([], "error: no --gin_file given (see --help)")])
 def test_flag_errors_exit_2_with_one_line(argv, message, capsys):
   with pytest.raises(SystemExit) as e:
-    cli.run_main(train.main, argv)
+    cli.run_main(train._main, argv)
   assert e.value.code == 2
   assert capsys.readouterr().err.splitlines() == [message]
 
 
 def test_help_lists_the_flags_and_exits_0(capsys):
   with pytest.raises(SystemExit) as e:
-    cli.run_main(train.main, ["--help"], doc=train.__doc__)
+    cli.run_main(train._main, ["--help"], doc=train.__doc__)
   assert e.value.code == 0
   out = capsys.readouterr().out
   assert out.startswith("Local runner: train a RemBERT model")

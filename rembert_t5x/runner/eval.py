@@ -579,7 +579,7 @@ def evaluate(checkpoint_dir: Optional[str] = None,
                        selection=selection)
 
 
-def main(fv: flags.FlagValues) -> None:
+def _main(fv: flags.FlagValues) -> None:
   """Runs the command line's gin flags (`cli.define_gin_flags`)."""
   configs.parse_gin(fv.gin_file, fv.gin_bindings,
                     search_paths=fv.gin_search_paths)
@@ -588,9 +588,9 @@ def main(fv: flags.FlagValues) -> None:
   print(json.dumps(evaluate()["tasks"]))
 
 
-def run(argv=None) -> None:
+def main(argv=None) -> None:
   """The `rembert-eval` command: parses `argv` (default: sys.argv) and runs."""
-  cli.run_main(main, argv, doc=__doc__)
+  cli.run_main(_main, argv, doc=__doc__)
 
 
 if __name__ == "__main__":
@@ -598,4 +598,4 @@ if __name__ == "__main__":
   # `eval.evaluate.x` (module `rembert_t5x.runner.eval`) apply; `python -m` would
   # otherwise register the configurables under `__main__`.
   from rembert_t5x.runner import eval as _module  # pylint: disable=g-import-not-at-top
-  _module.run()
+  _module.main()

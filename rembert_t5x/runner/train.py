@@ -632,7 +632,7 @@ def _run_locked(model, config: train_config.TrainConfig,
                      pack=pack)
 
 
-def main(fv: flags.FlagValues) -> None:
+def _main(fv: flags.FlagValues) -> None:
   """Runs the command line's gin flags (`cli.define_gin_flags`)."""
   configs.parse_gin(fv.gin_file, fv.gin_bindings,
                     search_paths=fv.gin_search_paths)
@@ -640,9 +640,9 @@ def main(fv: flags.FlagValues) -> None:
   print(json.dumps(train()))
 
 
-def run(argv=None) -> None:
+def main(argv=None) -> None:
   """The `rembert-train` command: parses `argv` (default: sys.argv) and runs."""
-  cli.run_main(main, argv, doc=__doc__)
+  cli.run_main(_main, argv, doc=__doc__)
 
 
 if __name__ == "__main__":
@@ -650,4 +650,4 @@ if __name__ == "__main__":
   # `train.train.x` (module `rembert_t5x.runner.train`) apply; `python -m` would
   # otherwise register the configurables under `__main__`.
   from rembert_t5x.runner import train as _module  # pylint: disable=g-import-not-at-top
-  _module.run()
+  _module.main()
