@@ -394,11 +394,16 @@ class CorpusEncoder:
 
   def embed_in(self, work_dir: str, sentences: Sequence[str]) -> np.ndarray:
     """`embed` in the folder `work_dir`."""
-    return embed_corpus(
-        self.model, self.params,
-        tokenize(sentences, self.vocabulary, self.max_length), work_dir,
-        model_id=self.model_id, chunk_size=self.chunk_size,
-        batch_size=self.batch_size, log=self.log)
+    return self.embed_tokens(work_dir, self.tokenize(sentences))
+
+  def tokenize(self, sentences: Sequence[str]) -> Tokens:
+    return tokenize(sentences, self.vocabulary, self.max_length)
+
+  def embed_tokens(self, work_dir: str, tokens: Tokens) -> np.ndarray:
+    """`embed_corpus` of a tokenised corpus in the folder `work_dir`."""
+    return embed_corpus(self.model, self.params, tokens, work_dir,
+                        model_id=self.model_id, chunk_size=self.chunk_size,
+                        batch_size=self.batch_size, log=self.log)
 
 
 def load_encoder(pretrained: str, work_dir: str,
@@ -466,12 +471,17 @@ def _random_encoder(model_gin: str, vocab: Optional[str], work_dir: str,
     config = configs.config_from_gin(model_gin)
   except configs.GinConfigError as e:
     raise errors.UserError(str(e)) from e
+  vocabulary = vocab_lib.RemBertVocabulary(vocab)
+  if vocabulary.vocab_size > config.vocab_size:
+    raise errors.UserError(
+        f"--vocab {vocab}: {vocabulary.vocab_size} pieces, more than the "
+        f"{config.vocab_size} rows of {model_gin}'s embedding table")
   model = models.RemBertRetrievalModel(models.make_module("retrieval",
                                                           config))
   params = model.get_initial_variables(
       jax.random.PRNGKey(0), {"input_tokens": (1, 8)})["params"]
   return CorpusEncoder(
-      model, params, vocab_lib.RemBertVocabulary(vocab), work_dir,
+      model, params, vocabulary, work_dir,
       max_length=min(MAX_LENGTH, config.max_position_embeddings), **settings)
 
 
@@ -491,12 +501,15 @@ def _main(fv: flags.FlagValues) -> None:
   # The pass alone: tokenising, compiling and writing included, loading
   # the checkpoint not.
   start = time.monotonic()
-  embeddings = encoder.embed_in(fv.work_dir, sentences)
+  tokens = encoder.tokenize(sentences)
+  embeddings = encoder.embed_tokens(fv.work_dir, tokens)
   seconds = time.monotonic() - start
-  print(json.dumps({"sentences": len(sentences), "dim": embeddings.shape[1],
-                    "seconds": round(seconds, 2),
-                    "sentences_per_s": round(len(sentences) / seconds, 1),
-                    "embeddings": os.path.join(fv.work_dir, EMBEDDINGS)}))
+  print(json.dumps({
+      "sentences": len(sentences), "dim": embeddings.shape[1],
+      "tokens_per_sentence": round(float(tokens.lengths().mean()), 1),
+      "seconds": round(seconds, 2),
+      "sentences_per_s": round(len(sentences) / seconds, 1),
+      "embeddings": os.path.join(fv.work_dir, EMBEDDINGS)}))
 
 
 def main(argv=None) -> None:
