@@ -1,22 +1,32 @@
 """XTREME submission folders: layout, formats, completeness, the T5X path.
 
-No model here: the format rules of XTREME's `evaluate.py` (its readers are
-restated below in a few lines, since the script is not a dependency), our
-metrics on what a file reads back, and `from_t5x` over hand-written infer
-outputs. The local runner's folders are built end to end by
-tests/xtreme_road_test.py.
+The format rules of XTREME's `evaluate.py` (its readers are restated below
+in a few lines, since the script is not a dependency), our metrics on what a
+file reads back, and `from_t5x` over hand-written infer outputs. BUCC runs a
+tiny random encoder over a few sentences. The local runner's folders are
+built end to end by tests/xtreme_road_test.py.
 """
 
 import csv
 import json
 import os
 
+import numpy as np
 import pytest
 
 from rembert_t5x.common import errors
+from rembert_t5x.data import vocabulary
+from rembert_t5x.data import xtreme_preprocessors as xp
+from rembert_t5x.data import xtreme_readers
 from rembert_t5x.experiments import submission
 from rembert_t5x.experiments import sweep
+from rembert_t5x import feature_converters
 from rembert_t5x import metrics
+from rembert_t5x import models
+from rembert_t5x import retrieval_metrics
+from rembert_t5x.runner import checkpoints
+from rembert_t5x.runner import predict_batches
+from tests import test_utils
 
 
 def _read_tag(text):
@@ -242,3 +252,120 @@ def test_sweep_checks_the_submission_files_before_training(tmp_path, capsys):
   err = capsys.readouterr().err
   assert f"pawsx de: {xtreme}/pawsx/test-de.tsv: no such file" in err
   assert "6 more are missing" in err
+
+
+# --- BUCC 2018 from the pre-trained encoder --------------------------------
+
+
+def _bucc_metric_path(encoder_dir, files):
+  """`retrieval_metrics.bucc_metric` on the evaluation's embeddings of every
+  row of a BUCC split (the task preprocessing, the retrieval feature
+  converter, `predict_batches`), as tasks/retrieval.py's BUCC task."""
+  config = test_utils.TINY_CONFIG
+  model = models.RemBertRetrievalModel(models.make_module("retrieval",
+                                                          config))
+  params = checkpoints.load_params_for(model, encoder_dir)
+  vocab = vocabulary.RemBertVocabulary(
+      os.path.join(encoder_dir, "sentencepiece.model"))
+  lengths = {"input_tokens": config.max_position_embeddings}
+  ds = xtreme_readers.bucc_source(files["source"], files["target"],
+                                  "validation").get_dataset("validation")
+  targets = [tuple(ex["targets"]) for ex in ds.as_numpy_iterator()]
+  ds = feature_converters.RetrievalFeatureConverter(pack=False)(
+      xp.encode_single_sentence(
+          ds, sequence_length=lengths,
+          output_features=xp.retrieval_output_features(vocab)), lengths)
+  outputs = dict(predict_batches.make_predict_fn(model, params, 4)(
+      ds.enumerate()))
+  rows = [xtreme_readers.read_bucc_sentences(files[k])
+          for k in ("source", "target")]
+  return retrieval_metrics.bucc_metric(
+      targets, [outputs[i] for i in range(len(targets))], rows,
+      xtreme_readers.read_bucc_gold(files["gold"]),
+      (files["source"], files["target"]))
+
+
+@pytest.fixture(scope="module")
+def encoder_dir(tmp_path_factory):
+  """A random pre-trained MODEL_DIR with a tiny vocabulary."""
+  root = tmp_path_factory.mktemp("encoder")
+  vocab = test_utils.train_tiny_vocab(root)
+  return str(test_utils.write_random_checkpoint(
+      root / "model", "mlm", test_utils.TINY_CONFIG,
+      vocab_file=vocab.sentencepiece_model_file))
+
+
+def _bucc_split(xtreme, lang, split, gold):
+  """A corpus in XTREME's BUCC layout: six source sentences (one also under
+  a second id, which XTREME drops), their English sides shuffled, and the
+  gold pairs if `gold`."""
+  lines = test_utils.TINY_CORPUS[:6]
+  base = os.path.join(xtreme, "bucc2018", f"{lang}-en.{split}")
+  source = [(f"{lang}-{split}-{i}", s) for i, s in enumerate(lines)]
+  source.append((f"{lang}-{split}-twin", lines[2]))
+  english = [(f"en-{split}-{i}", lines[i]) for i in (3, 0, 5, 1, 4, 2)]
+  _write(f"{base}.{lang}", "".join(f"{i}\t{s}\n" for i, s in source))
+  _write(f"{base}.en", "".join(f"{i}\t{s}\n" for i, s in english))
+  if gold:
+    _write(f"{base}.gold", "".join(f"{lang}-{split}-{i}\ten-{split}-{i}\n"
+                                   for i in range(6)))
+
+
+def test_bucc_test_corpus_without_gold_gets_a_file_and_no_metric(
+    encoder_dir, tmp_path):
+  xtreme = str(tmp_path / "xtreme")
+  _bucc_split(xtreme, "de", "dev", gold=True)
+  _bucc_split(xtreme, "de", "test", gold=False)
+  request = submission.Request(str(tmp_path / "sub"), xtreme, "test", ("de",))
+  submission.check_inputs(request, [])
+  logs = []
+  out = submission.retrieval_files(request, encoder_dir, log=logs.append)
+  assert sorted(out.files) == [("bucc2018", "de")]
+  assert "no tatoeba/ folder" in out.missing["tatoeba"]
+  summary = out.bucc["de"]
+  assert summary["scores"] is None  # no test gold: no metric
+  assert any("no gold file, no score" in line for line in logs)
+  # The file: the test corpus's ids (never the dropped twin), one pair a
+  # line, as many as mined at the dev threshold.
+  pairs = [line.split("\t") for line in
+           out.files[("bucc2018", "de")].splitlines()]
+  assert len(pairs) == summary["pairs"] > 0
+  assert all(s.startswith("de-test-") and s != "de-test-twin"
+             and e.startswith("en-test-") for s, e in pairs)
+  # The dev threshold and F1: those of the BUCC metric's path (every row
+  # embedded by the evaluation's predict function, then unified).
+  dev = _bucc_metric_path(encoder_dir, xtreme_readers.bucc_files(
+      xtreme, "de", "dev"))
+  assert summary["threshold"] == pytest.approx(dev["threshold"], rel=1e-4)
+  assert summary["dev"]["f1"] == pytest.approx(dev["f1"], abs=0.01)
+  assert np.load(tmp_path / "sub" / "embeddings" / "bucc2018-de-dev-source"
+                 / "embeddings.npy").shape[0] == 6  # the twin's once
+  # With a test gold file the same run scores it (the embeddings reused).
+  _bucc_split(xtreme, "de", "test", gold=True)
+  logs.clear()
+  scored = submission.retrieval_files(request, encoder_dir, log=logs.append)
+  assert scored.files == out.files
+  assert scored.bucc["de"]["scores"]["f1"] > 0
+  assert any("embedded before" in line for line in logs)
+
+
+def test_from_t5x_with_pretrained_adds_bucc_test_files(encoder_dir, tmp_path):
+  """The T5X road's folder command: BUCC from the pre-trained encoder for
+  every language, embeddings beside the folder, no score without gold."""
+  xtreme = str(tmp_path / "xtreme")
+  for lang in submission.required_languages("bucc2018", "test"):
+    _bucc_split(xtreme, lang, "dev", gold=True)
+    _bucc_split(xtreme, lang, "test", gold=False)
+  out = tmp_path / "sub" / "seed-0"
+  submission.main([f"--xtreme_dir={xtreme}", "--split=test",
+                   f"--output_dir={out}", f"--pretrained={encoder_dir}"])
+  manifest = json.loads((out / submission.MANIFEST).read_text())
+  assert manifest["tasks"] == {"bucc2018": ["de", "fr", "ru", "zh"]}
+  assert "no tatoeba/ folder" in manifest["missing"]["tatoeba"]
+  assert all(manifest["bucc2018"][lang]["scores"] is None
+             for lang in ("de", "fr", "ru", "zh"))
+  for lang in ("de", "zh"):
+    lines = (out / f"bucc2018/test-{lang}.tsv").read_text().splitlines()
+    assert lines and all(l.startswith(f"{lang}-test-") for l in lines)
+  assert (tmp_path / "sub" / "embeddings" / "bucc2018-zh-test-target"
+          / "embeddings.npy").is_file()

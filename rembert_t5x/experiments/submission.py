@@ -5,9 +5,11 @@ r"""XTREME submission folders: predictions as XTREME's `evaluate.py` reads them.
   python -m rembert_t5x.experiments.sweep --experiment=table15 --workdir=W \
     --pretrained=M --xtreme_dir=D --submission_dir=OUT [--submission_split=dev]
   # From `t5x.infer` outputs (the last lines `sweep --runner=t5x
-  # --submission_dir=OUT` prints run this):
+  # --submission_dir=OUT` prints run this); --pretrained adds BUCC and
+  # Tatoeba from the pre-trained encoder (our MODEL_DIR, as hf-to-t5x wrote):
   python -m rembert_t5x.experiments.submission --xtreme_dir=D --split=test \
-    --infer_dirs=W/runs/xnli/lr=1e-05/seed=0/infer_test,... --output_dir=OUT/seed-0
+    --infer_dirs=W/runs/xnli/lr=1e-05/seed=0/infer_test,... --output_dir=OUT/seed-0 \
+    [--pretrained=MODEL_DIR] [--work_dir=OUT/embeddings]
   # Score a dev folder with XTREME's own scorer (labels in the same layout):
   python evaluate.py --prediction_folder=OUT/seed-0 --label_folder=LABELS \
     --output_file=scores.json   # google-research/xtreme
@@ -24,6 +26,17 @@ files; XQuAD has one file (its test set, what the sweep reports), TyDiQA-
 GoldP's XTREME test set is TyDi's dev set (`tydiqa.goldp.{lang}.dev.json`), so
 both splits predict those; Tatoeba has only its test set; BUCC 2018 has dev
 and test.
+
+BUCC and Tatoeba need no fine-tuning: each corpus side is embedded by the
+pre-trained encoder in a streaming pass that writes its embeddings to disk
+in chunks and resumes after an interruption (`runner.embed_corpus`, in
+`<submission dir>/embeddings/` unless a work folder is given), and BUCC is
+mined in bounded memory (`retrieval_metrics.margin_candidates`), so the test
+corpora (~400k sentences a side) are mined whole. The margin threshold of
+every BUCC split is the one that is best on the language's dev gold
+(docs/FIDELITY.md, "BUCC test predictions"); the manifest records it, the
+dev scores, and the split's own scores where it has a gold file (XTREME's
+test sets have none: a file, no score).
 
 A folder is complete or not written: every language of every task it holds,
 each with as many predictions as its XTREME file has examples (tags: words
@@ -50,16 +63,15 @@ import tensorflow as tf
 from rembert_t5x.common import cli
 from rembert_t5x.common import errors
 from rembert_t5x.common import io_utils
-from rembert_t5x.data import lazy_vocabulary
 from rembert_t5x.data import qa
 from rembert_t5x.data import vocabulary as vocab_lib
 from rembert_t5x.data import xtreme_preprocessors as xp
 from rembert_t5x.data import xtreme_readers
 from rembert_t5x.experiments import xtreme_local
 from rembert_t5x import metrics
-from rembert_t5x import models
 from rembert_t5x import retrieval_metrics
 from rembert_t5x.runner import checkpoints
+from rembert_t5x.runner import embed_corpus
 from rembert_t5x.runner import predict_batches
 from rembert_tasks import panx
 from rembert_tasks import pawsx
@@ -85,10 +97,6 @@ XTREME_LABELS = {
 # writes), in id order.
 _LABEL_NAMES = {"xnli": xnli.LABELS, "pawsx": pawsx.LABELS,
                 "panx": panx.LABELS, "udpos": udpos.LABELS}
-# `margin_candidates` holds the full similarity matrix (float64): BUCC's test
-# corpora (~400k sentences a side) do not fit; such a language is refused.
-MAX_BUCC_SIMILARITIES = 500_000_000
-RETRIEVAL_LENGTH = 512  # XTREME's cap (local_eval_retrieval.gin)
 
 
 def file_name(task: str, lang: str) -> str:
@@ -365,17 +373,24 @@ class Request:
     xtreme_dir: XTREME's download folder the sweep reads.
     split: "test" or "dev" (files named `test-` either way).
     languages: the sweep's `--languages` (None: all).
+    work_dir: the retrieval corpora's embedding passes (`embed_corpus`),
+      which a rerun resumes; None: `out_dir/embeddings`.
   """
   out_dir: str
   xtreme_dir: str
   split: str = "test"
   languages: Optional[Tuple[str, ...]] = None
+  work_dir: Optional[str] = None
 
   def __post_init__(self):
     _check_split(self.split)
     if self.languages is not None and "en" not in self.languages:
       # As `xtreme_local.prepare`: English is always evaluated.
       object.__setattr__(self, "languages", ("en", *self.languages))
+
+  @property
+  def embeddings_dir(self) -> str:
+    return self.work_dir or os.path.join(self.out_dir, "embeddings")
 
 
 def _run_tasks(spec, request: Request) -> List[Tuple[str, str]]:
@@ -392,16 +407,21 @@ def check_inputs(request: Request, specs: Sequence[Any]) -> None:
     errors.UserError: naming the first missing file and how many more are.
   """
   wanted = {pair for spec in specs for pair in _run_tasks(spec, request)}
-  for task in RETRIEVAL_TASKS:
-    if os.path.isdir(os.path.join(request.xtreme_dir, task)):
-      wanted.update((task, lang) for lang in required_languages(
-          task, request.split, request.languages))
+  for task in _retrieval_tasks(request.xtreme_dir):
+    wanted.update((task, lang) for lang in required_languages(
+        task, request.split, request.languages))
   files = [(task, lang, input_file(request.xtreme_dir, task, request.split,
                                    lang)) for task, lang in sorted(wanted)]
-  if request.split == "test":  # BUCC's threshold comes from its dev gold
-    files += [(t, l, xtreme_readers.bucc_files(request.xtreme_dir, l, "dev")
-               ["gold"]) for t, l in sorted(wanted) if t == "bucc2018"]
-  missing = [(t, l, f) for t, l, f in files if not os.path.isfile(f)]
+  # BUCC: both sides of the split, and the dev set with its gold (the
+  # threshold comes from it).
+  for task, lang in sorted(wanted):
+    if task == "bucc2018":
+      for split in sorted({request.split, "dev"}):
+        bucc = xtreme_readers.bucc_files(request.xtreme_dir, lang, split)
+        files += [(task, lang, bucc[key]) for key in ("source", "target")
+                  + (("gold",) if split == "dev" else ())]
+  missing = [(t, l, f) for t, l, f in dict.fromkeys(files)
+             if not os.path.isfile(f)]
   if missing:
     task, lang, path = missing[0]
     more = f"; {len(missing) - 1} more are missing" if len(missing) > 1 else ""
@@ -493,18 +513,19 @@ def write_sweep_folders(request: Request, runs: Sequence[Tuple], table,
     if not run_predictions_dir(run_dir, request.split).is_dir():
       predict_from_kept(request, run_dir, spec, model, record)
     by_seed.setdefault(seed, {}).update(_read_run(request, run_dir, spec))
-  shared, missing = retrieval_files(request, config, pretrained, log)
+  retrieval = retrieval_files(request, pretrained, config, log)
   inputs = [("--xtreme_dir", request.xtreme_dir), ("--pretrained", pretrained),
             *(("run directory", run[3]) for run in runs)]
   written = []
   for seed, files in sorted(by_seed.items()):
-    files = {**shared, **files}
+    files = {**retrieval.files, **files}
     held = {task for task, _ in files}
     manifest = {
         "split": request.split, "seed": seed, "learning_rates": best,
         "languages": list(request.languages) if request.languages else "all",
-        "missing": {t: missing.get(t, "not in this sweep's grids")
-                    for t in TASKS if t not in held}}
+        "missing": {t: retrieval.missing.get(t, "not in this sweep's grids")
+                    for t in TASKS if t not in held},
+        **({"bucc2018": retrieval.bucc} if retrieval.bucc else {})}
     out = os.path.join(request.out_dir, f"seed-{seed}")
     write_folder(out, files, manifest, sources=inputs,
                  output_flag="--submission_dir")
@@ -518,125 +539,156 @@ def write_sweep_folders(request: Request, runs: Sequence[Tuple], table,
 # Retrieval from the pre-trained model (no fine-tuning, as XTREME)
 # --------------------------------------------------------------------------
 
-def _retrieval_task(name: str, source: seqio.DataSource) -> seqio.Task:
-  # The features, preprocessing and postprocessing of tasks/retrieval.py's
-  # local tasks, over XTREME's files.
-  return seqio.Task(
-      name, source=source,
-      output_features=xp.retrieval_output_features(
-          lazy_vocabulary.DefaultVocabulary()),
-      preprocessors=[xp.encode_single_sentence],
-      postprocess_fn=xp.retrieval_postprocessor, metric_fns=[])
-
-
-def _embeddings(model, params, task, split, lengths
-                ) -> Tuple[Dict[int, np.ndarray], Dict[int, np.ndarray]]:
-  """{index: embedding} of the source side and of the English side."""
-  examples, vectors = predict_examples(model, params, task, split, lengths)
-  sides = {xp.SIDE_SOURCE: {}, xp.SIDE_ENGLISH: {}}
-  for ex, vector in zip(examples, vectors):
-    side, index = (int(v) for v in np.asarray(ex["targets"]).reshape(-1))
-    sides[side][index] = vector
-  return sides[xp.SIDE_SOURCE], sides[xp.SIDE_ENGLISH]
-
-
-def tatoeba_predictions(model, params, xtreme_dir: str, lang: str,
-                        lengths: Mapping[str, int]) -> List[int]:
+def tatoeba_predictions(encoder: embed_corpus.CorpusEncoder, xtreme_dir: str,
+                        lang: str) -> List[int]:
   """Per line of XTREME's sorted English file, the retrieved source line."""
   source_path, english_path, needs_sort = _tatoeba_files(xtreme_dir, lang)
   pairs = xtreme_readers.read_parallel_lines(source_path, english_path)
-  task = _retrieval_task(f"submission_tatoeba_{lang}",
-                         xtreme_readers.parallel_source(
-                             source_path, english_path, split="test"))
-  source, english = _embeddings(model, params, task, "test", lengths)
+  source = encoder.embed(f"tatoeba-{lang}-{lang}", [s for s, _ in pairs])
+  english = encoder.embed(f"tatoeba-{lang}-en", [e for _, e in pairs])
   order = list(range(len(pairs)))
   if needs_sort:  # LASER's aligned files: XTREME's order of the English side
     order.sort(key=lambda i: pairs[i][1])
-  similarity = retrieval_metrics.cosine_similarity(
-      np.stack([english[i] for i in order]),
-      np.stack([source[i] for i in range(len(pairs))]))
+  # At most 1,000 sentences a side: the whole similarity matrix is small.
+  similarity = retrieval_metrics.cosine_similarity(english[order], source)
   return [int(i) for i in np.argmax(similarity, axis=1)]
 
 
-def _bucc_named(model, params, xtreme_dir, lang, split, lengths):
-  """(rows, [(source id, English id, margin score)]) of one BUCC split."""
+def _bucc_side(encoder: embed_corpus.CorpusEncoder, path: str, name: str
+               ) -> Tuple[np.ndarray, List[Optional[str]]]:
+  """One side of a BUCC corpus as XTREME mines it: every distinct sentence
+  embedded once, in order of first occurrence, with its BUCC id (None for a
+  sentence under several ids, which XTREME drops)."""
+  rows = xtreme_readers.read_bucc_sentences(path)
+  # XTREME's unification (`retrieval_metrics.unify`, as the BUCC metric does
+  # it) over row numbers: the first row of each distinct sentence.
+  first, ids = retrieval_metrics.unify(
+      rows, {i: np.array([i]) for i in range(len(rows))}, path)
+  return encoder.embed(name, [rows[i][1] for i in first[:, 0]]), ids
+
+
+def _bucc_candidates(encoder: embed_corpus.CorpusEncoder, xtreme_dir: str,
+                     lang: str, split: str) -> List[Tuple[str, str, float]]:
+  """[(source id, English id, margin score)] of one BUCC split, best first."""
   files = xtreme_readers.bucc_files(xtreme_dir, lang, split)
-  rows = [xtreme_readers.read_bucc_sentences(files[side])
-          for side in ("source", "target")]
-  if len(rows[0]) * len(rows[1]) > MAX_BUCC_SIMILARITIES:
-    raise MemoryError(f"{len(rows[0])} x {len(rows[1])} similarities")
-  task = _retrieval_task(f"submission_bucc_{lang}_{split}",
-                         xtreme_readers.bucc_source(files["source"],
-                                                    files["target"], split))
-  sides = _embeddings(model, params, task, split, lengths)
-  # XTREME's sentence unification (a sentence under several ids is dropped),
-  # exactly as the BUCC metric does it.
   (source, source_ids), (english, english_ids) = [
-      retrieval_metrics.unify(r, s, files[k])
-      for r, s, k in zip(rows, sides, ("source", "target"))]
+      _bucc_side(encoder, files[side], f"bucc2018-{lang}-{split}-{side}")
+      for side in ("source", "target")]
+  # Blocked exact search: memory bounded whatever the corpus size.
   return [(source_ids[i], english_ids[j], score)
           for i, j, score in retrieval_metrics.margin_candidates(source,
                                                                  english)
           if source_ids[i] is not None and english_ids[j] is not None]
 
 
-def bucc_predictions(model, params, xtreme_dir: str, lang: str, split: str,
-                     lengths: Mapping[str, int]) -> List[Tuple[str, str]]:
-  """Mined pairs at the margin threshold that is best on the dev gold."""
-  dev = _bucc_named(model, params, xtreme_dir, lang, "dev", lengths)
-  gold = xtreme_readers.read_bucc_gold(
-      xtreme_readers.bucc_files(xtreme_dir, lang, "dev")["gold"])
-  threshold = retrieval_metrics.bucc_f1(dev, gold)["threshold"]
-  named = dev if split == "dev" else _bucc_named(model, params, xtreme_dir,
-                                                 lang, split, lengths)
-  return [(s, t) for s, t, score in named if score >= threshold]
+@dataclasses.dataclass(frozen=True)
+class BuccResult:
+  """The mined pairs of one language's split and how they were chosen.
+
+  Attributes:
+    pairs: (source id, English id) scoring at least `threshold`, best first.
+    threshold: the margin threshold that is best on the language's dev gold
+      (XTREME's `bucc_optimize`), applied to whichever split is mined.
+    dev: {"precision", "recall", "f1"} on the dev gold at `threshold`.
+    scores: the same on the split's own gold; None without a gold file
+      (XTREME deletes the test gold): a file and no metric.
+  """
+  pairs: List[Tuple[str, str]]
+  threshold: float
+  dev: Dict[str, float]
+  scores: Optional[Dict[str, float]]
+
+  def summary(self) -> Dict[str, Any]:
+    """What a folder's manifest records."""
+    def f1s(s):
+      return None if s is None else {k: round(s[k], 2) for k in
+                                     ("precision", "recall", "f1")}
+    return {"threshold": self.threshold, "pairs": len(self.pairs),
+            "dev": f1s(self.dev), "scores": f1s(self.scores)}
 
 
-def retrieval_files(request: Request, config, pretrained: str,
-                    log: Callable[[str], None] = print
-                    ) -> Tuple[Dict[Tuple[str, str], str], Dict[str, str]]:
+def bucc_predictions(encoder: embed_corpus.CorpusEncoder, xtreme_dir: str,
+                     lang: str, split: str) -> BuccResult:
+  """Mines one BUCC split at the threshold that is best on the dev gold."""
+  dev = _bucc_candidates(encoder, xtreme_dir, lang, "dev")
+  dev_scores = retrieval_metrics.bucc_f1(dev, xtreme_readers.read_bucc_gold(
+      xtreme_readers.bucc_files(xtreme_dir, lang, "dev")["gold"]))
+  threshold = dev_scores["threshold"]
+  named = (dev if split == "dev"
+           else _bucc_candidates(encoder, xtreme_dir, lang, split))
+  gold = xtreme_readers.bucc_files(xtreme_dir, lang, split)["gold"]
+  scores = (retrieval_metrics.bucc_f1(
+      named, xtreme_readers.read_bucc_gold(gold), threshold)
+            if os.path.isfile(gold) else None)
+  return BuccResult([(s, t) for s, t, score in named if score >= threshold],
+                    threshold, dev_scores, scores)
+
+
+def _retrieval_tasks(xtreme_dir: str) -> List[str]:
+  """The retrieval tasks whose folder the XTREME download holds."""
+  return [t for t in RETRIEVAL_TASKS
+          if os.path.isdir(os.path.join(xtreme_dir, t))]
+
+
+@dataclasses.dataclass(frozen=True)
+class RetrievalFiles:
+  """BUCC and Tatoeba files of a folder.
+
+  Attributes:
+    files: {(task, language): file text}.
+    missing: {task: why the folder does not hold it}.
+    bucc: {language: `BuccResult.summary()`}.
+  """
+  files: Dict[Tuple[str, str], str]
+  missing: Dict[str, str]
+  bucc: Dict[str, Dict[str, Any]]
+
+
+def retrieval_files(request: Request, pretrained: str, config=None,
+                    log: Callable[[str], None] = print) -> RetrievalFiles:
   """BUCC and Tatoeba files from the pre-trained encoder, as XTREME.
 
-  A task whose folder (`bucc2018/`, `tatoeba/`) is absent from the XTREME
-  folder is left out, with the reason.
+  Each corpus is embedded by the streaming pass (`embed_corpus`) in
+  `request.embeddings_dir`, which a rerun resumes; BUCC is mined in bounded
+  memory (`retrieval_metrics.margin_candidates`). A task whose folder
+  (`bucc2018/`, `tatoeba/`) is absent from the XTREME folder is left out,
+  with the reason.
 
-  Returns:
-    ({(task, language): text}, {task: why it is left out}).
+  Args:
+    request: the folder's split, languages and embeddings folder.
+    pretrained: the pre-trained MODEL_DIR.
+    config: its network config (default: its rembert_config.json).
+    log: progress lines.
   """
-  tasks = [t for t in RETRIEVAL_TASKS
-           if os.path.isdir(os.path.join(request.xtreme_dir, t))]
+  tasks = _retrieval_tasks(request.xtreme_dir)
   missing = {t: f"no {t}/ folder in {request.xtreme_dir}"
              for t in RETRIEVAL_TASKS if t not in tasks}
-  files: Dict[Tuple[str, str], str] = {}
+  out = RetrievalFiles({}, missing, {})
   if not tasks:
-    return files, missing
-  vocab_lib.use_checkpoint_vocabulary(pretrained)
-  model = models.RemBertRetrievalModel(models.make_module("retrieval",
-                                                          config))
-  params = checkpoints.load_params_for(model, pretrained)
-  lengths = {"input_tokens": min(RETRIEVAL_LENGTH,
-                                 config.max_position_embeddings)}
+    return out
+  encoder = embed_corpus.load_encoder(pretrained, request.embeddings_dir,
+                                      config, log)
   for task in tasks:
     for lang in required_languages(task, request.split, request.languages):
       path = input_file(request.xtreme_dir, task, request.split, lang)
       expected = expected_examples(request.xtreme_dir, task, request.split,
                                    lang)
       log(f"{task} {lang}: retrieval with the pre-trained encoder")
-      try:
-        if task == "tatoeba":
-          out = tatoeba_predictions(model, params, request.xtreme_dir, lang,
-                                    lengths)
-        else:
-          out = bucc_predictions(model, params, request.xtreme_dir, lang,
-                                 request.split, lengths)
-      except MemoryError as e:
-        raise errors.UserError(
-            f"{task} {lang} ({path}): {e} do not fit the dense margin "
-            "mining (retrieval_metrics.margin_candidates); remove "
-            f"{task}/ from the XTREME folder to leave BUCC out") from e
-      check_predictions(task, lang, out, expected, path)
-      files[(task, lang)] = render(task, out)
-  return files, missing
+      if task == "tatoeba":
+        predictions = tatoeba_predictions(encoder, request.xtreme_dir, lang)
+      else:
+        result = bucc_predictions(encoder, request.xtreme_dir, lang,
+                                  request.split)
+        predictions = result.pairs
+        out.bucc[lang] = result.summary()
+        log(f"bucc2018 {lang} {request.split}: {len(result.pairs)} pairs at "
+            f"margin threshold {result.threshold:.4f} (the best on dev: F1 "
+            f"{result.dev['f1']:.2f}); " + (
+                f"F1 {result.scores['f1']:.2f} on its gold"
+                if result.scores else "no gold file, no score"))
+      check_predictions(task, lang, predictions, expected, path)
+      out.files[(task, lang)] = render(task, predictions)
+  return out
 
 
 # --------------------------------------------------------------------------
@@ -697,20 +749,40 @@ def _t5x_predictions(task: str, path: str) -> Any:
 
 
 def from_t5x(infer_dirs: Sequence[str], xtreme_dir: str, split: str,
-             output_dir: str, overwrite: bool = False) -> Dict[str, Any]:
+             output_dir: str, overwrite: bool = False, *,
+             pretrained: Optional[str] = None, work_dir: Optional[str] = None,
+             log: Callable[[str], None] = print) -> Dict[str, Any]:
   """Writes a folder from `t5x.infer` outputs (gin_configs/runs/infer_*.gin).
 
   Every family with an output file must have one for each of its languages.
+  With `pretrained` (a MODEL_DIR in our layout, e.g. what `hf-to-t5x`
+  wrote), BUCC and Tatoeba come from its encoder, as `retrieval_files`.
+
+  Args:
+    infer_dirs: t5x.infer INFER_OUTPUT_DIRs.
+    xtreme_dir: XTREME's download folder.
+    split: "test" or "dev".
+    output_dir: the folder to write.
+    overwrite: replace an existing folder.
+    pretrained: the pre-trained MODEL_DIR for BUCC and Tatoeba, or None.
+    work_dir: the retrieval embedding passes (default: `embeddings/` beside
+      `output_dir`).
+    log: progress lines.
 
   Returns:
     The manifest written.
   """
   _check_split(split)
   sources = [("--xtreme_dir", xtreme_dir),
-             *(("--infer_dirs", d) for d in infer_dirs)]
+             *(("--infer_dirs", d) for d in infer_dirs),
+             ("--pretrained", pretrained)]
   io_utils.check_output_dir(output_dir, overwrite, sources=sources)
+  request = Request(os.path.dirname(os.path.abspath(output_dir)), xtreme_dir,
+                    split, work_dir=work_dir)
+  if pretrained:
+    check_inputs(request, [])
   found = _infer_files(infer_dirs)
-  if not found:
+  if not found and not pretrained:
     raise errors.UserError(f"--infer_dirs {list(infer_dirs)}: no t5x.infer "
                            "outputs (<task>-predict.jsonl-00000-of-00001)")
   files = {}
@@ -727,10 +799,18 @@ def from_t5x(infer_dirs: Sequence[str], xtreme_dir: str, split: str,
                         expected_examples(xtreme_dir, task, split, lang),
                         f"{found[(task, lang)]} vs {path}")
       files[(task, lang)] = render(task, out)
+  missing = {t: "no --pretrained (BUCC and Tatoeba embed with the "
+             "pre-trained encoder)" for t in RETRIEVAL_TASKS}
+  bucc = {}
+  if pretrained:
+    retrieval = retrieval_files(request, pretrained, log=log)
+    files.update(retrieval.files)
+    missing, bucc = retrieval.missing, retrieval.bucc
   held = {t for t, _ in files}
   manifest = {"split": split, "infer_dirs": list(infer_dirs),
-              "missing": {t: "no t5x.infer outputs" for t in TASKS
-                          if t not in held}}
+              "missing": {t: missing.get(t, "no t5x.infer outputs")
+                          for t in TASKS if t not in held},
+              **({"bucc2018": bucc} if bucc else {})}
   write_folder(output_dir, files, manifest, overwrite=overwrite,
                sources=sources)
   return manifest
@@ -787,8 +867,8 @@ def t5x_folder_lines(request: Request,
 
 
 def _define_flags(fv: flags.FlagValues) -> None:
-  flags.DEFINE_list("infer_dirs", None, "t5x.infer INFER_OUTPUT_DIRs "
-                    "(comma-separated)", flag_values=fv, required=True)
+  flags.DEFINE_list("infer_dirs", [], "t5x.infer INFER_OUTPUT_DIRs "
+                    "(comma-separated)", flag_values=fv)
   flags.DEFINE_string("xtreme_dir", None, "XTREME's download folder",
                       flag_values=fv, required=True)
   flags.DEFINE_enum("split", "test", list(SPLITS), "the split predicted",
@@ -797,11 +877,18 @@ def _define_flags(fv: flags.FlagValues) -> None:
                       flag_values=fv, required=True)
   flags.DEFINE_bool("overwrite", False, "replace an existing folder",
                     flag_values=fv)
+  flags.DEFINE_string("pretrained", None, "BUCC and Tatoeba from this "
+                      "pre-trained MODEL_DIR's encoder (our layout, as "
+                      "hf-to-t5x writes it)", flag_values=fv)
+  flags.DEFINE_string("work_dir", None, "the retrieval corpora's embeddings "
+                      "(a rerun resumes; default: embeddings/ beside "
+                      "--output_dir)", flag_values=fv)
 
 
 def _main(fv: flags.FlagValues) -> None:
   manifest = from_t5x(fv.infer_dirs, fv.xtreme_dir, fv.split, fv.output_dir,
-                      fv.overwrite)
+                      fv.overwrite, pretrained=fv.pretrained,
+                      work_dir=fv.work_dir)
   print(f"{fv.output_dir}: XTREME submission folder ({fv.split}); not held: "
         f"{sorted(manifest['missing'])}")
 
