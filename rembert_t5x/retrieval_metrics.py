@@ -156,10 +156,8 @@ class MiningPlan:
 
   @property
   def resident_bytes(self) -> int:
-    """What the whole search holds: the targets (float32, normalised in
-    place), their running and merged top-k, the sources' top-k. A target
-    array that is not float32 costs one more float32 copy while it is
-    converted."""
+    """What the whole search holds: the normalised float32 targets, their
+    running and merged top-k, the sources' top-k."""
     entry = _FLOAT32_BYTES + _INT32_BYTES  # one neighbour: similarity, index
     merged = self.k_backward + min(self.k_backward, self.block_size)
     return (self.num_target * self.dim * _FLOAT32_BYTES
@@ -216,8 +214,25 @@ def _unit_rows(x: jax.Array) -> jax.Array:
   return x / jnp.maximum(jnp.linalg.norm(x, axis=1, keepdims=True), _MIN_NORM)
 
 
-# The targets are normalised once, in their own buffer.
-_unit_rows_in_place = jax.jit(_unit_rows, donate_argnums=0)
+@functools.partial(jax.jit, donate_argnums=0)
+def _put_unit_rows(unit_rows, rows, start):
+  """`unit_rows` with `rows` normalised into it from row `start` on."""
+  return jax.lax.dynamic_update_slice(unit_rows, _unit_rows(rows), (start, 0))
+
+
+def _device_unit_rows(x: np.ndarray, chunk: int) -> jax.Array:
+  """[n, dim] float32 unit rows of `x` on the device.
+
+  Moved and normalised `chunk` rows at a time into one buffer, so besides
+  `x` only that float32 copy exists in full, whatever `x`'s dtype.
+  """
+  chunk = min(chunk, len(x))
+  unit_rows = jnp.zeros(x.shape, jnp.float32)
+  for start in range(0, len(x), chunk):
+    start = min(start, len(x) - chunk)  # the last chunk overlaps: one shape
+    unit_rows = _put_unit_rows(
+        unit_rows, np.asarray(x[start:start + chunk], np.float32), start)
+  return unit_rows
 
 
 @functools.partial(jax.jit, static_argnames=("k_forward", "k_backward"),
@@ -271,7 +286,7 @@ def _nearest_neighbours(source: np.ndarray, target: np.ndarray,
     most similar first, the lower index first among equals; similarities
     as float64.
   """
-  target = _unit_rows_in_place(jnp.asarray(np.asarray(target, np.float32)))
+  target = _device_unit_rows(target, plan.block_size)
   best_sims = jnp.full((plan.num_target, plan.k_backward), -jnp.inf,
                        jnp.float32)
   best_rows = jnp.full((plan.num_target, plan.k_backward), -1, jnp.int32)
