@@ -15,9 +15,10 @@ SOURCE_DIRS = ("rembert_t5x", "tasks", "benchmarks", "scripts")
 
 
 def _module_names() -> set:
-  return {p.stem for d in SOURCE_DIRS
-          for p in (test_utils.REPO_ROOT / d).rglob("*.py")
-          if p.stem != "__init__"}
+  """Module names, a package counting by its folder's name."""
+  return {p.parent.name if p.stem == "__init__" else p.stem
+          for d in SOURCE_DIRS
+          for p in (test_utils.REPO_ROOT / d).rglob("*.py")}
 
 
 def _listed() -> set:
