@@ -300,3 +300,18 @@ def test_step_profile_names_gpu_kernels():
       "}", ""])
   ops = step_profile.hlo_ops(hlo)
   assert ops["input_scatter_fusion.2"].category == "scatter"
+
+
+def test_retrieval_scale_json_and_table(capsys):
+  from benchmarks import retrieval_scale  # pylint: disable=g-import-not-at-top
+  retrieval_scale.main(["--sizes", "60", "--dense_sizes", "60", "--dim", "16",
+                        "--block_size", "16", "--json"])
+  row, = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+  assert (row["n"], row["block_size"], row["same_pairs"]) == (60, 16, True)
+  assert _positive(row["seconds"]) and _positive(row["dense_seconds"])
+  assert row["peak_rss_gb"] >= 0 and 0 < row["pairs"] <= 60
+  assert row["projected_bucc_test_s"] > row["seconds"]
+  lines = retrieval_scale.table([row]).splitlines()
+  assert {l.count("|") for l in lines} == {
+      len(retrieval_scale.TABLE_HEADER) + 1}
+  assert f"scores within {row['max_score_rel_diff']:.0e}) |" in lines[2]

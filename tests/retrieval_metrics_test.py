@@ -7,6 +7,11 @@ import pytest
 from rembert_t5x.data import xtreme_readers
 from rembert_t5x import retrieval_metrics as rm
 
+# The private pieces under test.
+_dense = rm._margin_candidates_dense  # pylint: disable=protected-access
+_greedy_matching = rm._greedy_matching  # pylint: disable=protected-access
+_search_block = rm._search_block  # pylint: disable=protected-access
+
 
 def test_nearest_neighbour_accuracy():
   rng = np.random.RandomState(0)
@@ -141,7 +146,7 @@ def test_blocked_mining_breaks_ties_as_the_dense_reference():
   fourth = np.sort(similarity, axis=1)[:, -4:-3]
   assert np.mean(np.sum(similarity == fourth, axis=1) > 1) > 0.5
   for k, block_size in ((1, 37), (4, 5), (4, 8), (6, 3)):
-    expected = rm._margin_candidates_dense(source, target, k)  # pylint: disable=protected-access
+    expected = _dense(source, target, k)
     assert np.isfinite([score for _, _, score in expected]).all()
     assert len({score for _, _, score in expected}) < len(expected)
     assert rm.margin_candidates(source, target, k, block_size) == expected, (
@@ -162,7 +167,7 @@ def test_blocked_mining_equals_the_dense_reference(num_source, num_target, k,
   target = rng.normal(size=(num_target, 16))
   target[1] = 2.0 * target[0]  # a duplicate up to scale
   blocked = rm.margin_candidates(source, target, k, block_size)
-  expected = rm._margin_candidates_dense(source, target, k)  # pylint: disable=protected-access
+  expected = _dense(source, target, k)
   assert [(i, j) for i, j, _ in blocked] == [(i, j) for i, j, _ in expected]
   # The search runs in float32, the reference in float64.
   np.testing.assert_allclose([s for _, _, s in blocked],
@@ -183,7 +188,7 @@ def test_greedy_matching_equals_the_loop():
   rng = np.random.RandomState(7)
   # Random proposals: a few vectorised rounds take them all.
   sources, targets = rng.randint(0, 300, 1000), rng.randint(0, 200, 1000)
-  assert rm._greedy_matching(sources, targets).tolist() == _greedy_by_loop(  # pylint: disable=protected-access
+  assert _greedy_matching(sources, targets).tolist() == _greedy_by_loop(
       sources, targets)
   # A chain, each proposal sharing a sentence with the one before: a round
   # takes one proposal of it, so the loop takes over.
@@ -193,7 +198,7 @@ def test_greedy_matching_equals_the_loop():
   targets = np.concatenate([chain_targets, 300 + rng.randint(0, 50, 200)])
   order = rng.permutation(600)[::-1]
   for s, t in ((sources, targets), (sources[order], targets[order])):
-    assert rm._greedy_matching(s, t).tolist() == _greedy_by_loop(s, t)  # pylint: disable=protected-access
+    assert _greedy_matching(s, t).tolist() == _greedy_by_loop(s, t)
 
 
 def test_mining_plan_bounds_the_block():
@@ -212,7 +217,7 @@ def test_mining_plan_bounds_the_block():
 def test_block_memory_is_what_the_plan_says():
   plan = rm.mining_plan(64, 2000, 32, k=4, block_size=64)
   shape = jax.ShapeDtypeStruct
-  compiled = rm._search_block.lower(  # pylint: disable=protected-access
+  compiled = _search_block.lower(
       shape((64, 32), np.float32), 64, 0, shape((2000, 32), np.float32),
       shape((2000, 4), np.float32), shape((2000, 4), np.int32),
       k_forward=4, k_backward=4).compile()
@@ -223,11 +228,12 @@ def test_block_memory_is_what_the_plan_says():
 def test_margin_candidates_compiles_one_block_shape():
   rng = np.random.RandomState(9)
   target = rng.normal(size=(11, 8))
-  before = rm._search_block._cache_size()  # pylint: disable=protected-access
+  before = _search_block._cache_size()  # pylint: disable=protected-access
   for num_source in (9, 13, 16):  # short last blocks of 1, 5 and 8 rows
     rm.margin_candidates(rng.normal(size=(num_source, 8)), target,
                          block_size=8)
-  assert rm._search_block._cache_size() == before + 1  # pylint: disable=protected-access
+  after = _search_block._cache_size()  # pylint: disable=protected-access
+  assert after == before + 1
   assert rm.margin_candidates(np.zeros((0, 8)), target) == []
   with pytest.raises(ValueError, match="one dim"):
     rm.margin_candidates(rng.normal(size=(3, 7)), target)
