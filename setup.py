@@ -22,6 +22,7 @@ setuptools.setup(
     packages=["rembert_t5x", "rembert_t5x.common", "rembert_t5x.data",
               "rembert_t5x.runner",
               "rembert_t5x.convert", "rembert_t5x.experiments",
+              "rembert_t5x.experiments.submission",
               "rembert_tasks"] + GIN_PACKAGES,
     # `tasks/` installs under a unique import name so it cannot collide with
     # other packages called `tasks`; subpackages of rembert_t5x.gin_configs

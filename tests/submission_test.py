@@ -85,7 +85,7 @@ def test_labels_qa_bucc_tatoeba_formats():
 
 
 def test_tagging_parts_join_and_cut_words_score_as_o():
-  parts = [["B-PER", None], submission.xp.ContinuedSentence(["O"]), ["O"]]
+  parts = [["B-PER", None], xp.ContinuedSentence(["O"]), ["O"]]
   assert submission.family_predictions("panx", parts) == [
       ["B-PER", "O", "O"], ["O"]]
 

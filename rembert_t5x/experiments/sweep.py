@@ -346,7 +346,8 @@ def run_point(workdir: str, point: GridPoint, config, pretrained: str,
         "tasks": {t: m for t, m in sorted(results.items())
                   if _in_family(t, ev.family)}}
   if request is not None:
-    # Deferred: it imports the task modules (seqio, TensorFlow).
+    # Deferred (there is no import cycle): it imports the task modules
+    # (seqio, TensorFlow: ~4 s), which --help and the tables do not need.
     from rembert_t5x.experiments import submission  # pylint: disable=g-import-not-at-top
     submission.write_run_predictions(request, path.parent, spec, model,
                                      params, lengths)
@@ -390,10 +391,13 @@ def run_local(workdir: str, points: Sequence[GridPoint], config,
     records.append(json.loads(path.read_text()))
   table = sweep_report.write_outputs(workdir, records, title, paper)
   if request is not None:
-    # Deferred: it imports the task modules (seqio, TensorFlow).
+    # Deferred (there is no import cycle): it imports the task modules
+    # (seqio, TensorFlow: ~4 s), which --help and the tables do not need.
     from rembert_t5x.experiments import submission  # pylint: disable=g-import-not-at-top
-    runs = [(p.task, p.learning_rate, p.seed, results_path(workdir, p).parent,
-             make_model(p.task, config), r) for p, r in zip(points, records)]
+    runs = [submission.SweepRun(p.task, p.learning_rate, p.seed,
+                                results_path(workdir, p).parent,
+                                make_model(p.task, config), r)
+            for p, r in zip(points, records)]
     submission.write_sweep_folders(request, runs, table, config, pretrained,
                                    log)
   return table
@@ -432,7 +436,8 @@ def t5x_commands(workdir: str, points: Sequence[GridPoint], model_gin: str,
   The first line is `set -e`: pipe the output to `bash`.
   """
   if request is not None:
-    # Deferred: it imports the task modules (seqio, TensorFlow).
+    # Deferred (there is no import cycle): it imports the task modules
+    # (seqio, TensorFlow: ~4 s), which --help and the tables do not need.
     from rembert_t5x.experiments import submission  # pylint: disable=g-import-not-at-top
   lines = ["set -e"]
   if xtreme_dir:
@@ -475,8 +480,9 @@ def t5x_commands(workdir: str, points: Sequence[GridPoint], model_gin: str,
                                           request.split)
   if request is not None:
     lines += submission.t5x_folder_lines(request, [
-        (p.task.name, p.learning_rate, p.seed,
-         f"{workdir.rstrip('/')}/runs/{p.key}") for p in points])
+        submission.InferRun(p.task.name, p.learning_rate, p.seed,
+                            f"{workdir.rstrip('/')}/runs/{p.key}")
+        for p in points])
   return lines
 
 
@@ -587,7 +593,8 @@ def _main(args) -> None:
     if not args.xtreme_dir:
       raise errors.UserError("--submission_dir needs --xtreme_dir (the XTREME "
                              "files the predictions follow)")
-    # Deferred: it imports the task modules (seqio, TensorFlow).
+    # Deferred (there is no import cycle): it imports the task modules
+    # (seqio, TensorFlow: ~4 s), which --help and the tables do not need.
     from rembert_t5x.experiments import submission  # pylint: disable=g-import-not-at-top
     request = submission.Request(
         args.submission_dir, os.path.abspath(args.xtreme_dir),

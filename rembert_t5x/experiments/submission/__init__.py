@@ -1,0 +1,47 @@
+"""XTREME submission folders: predictions as XTREME's `evaluate.py` reads them.
+
+XTREME hides its test labels: Table 16's numbers come from a folder of test
+predictions scored by XTREME. `evaluate.py` (google-research/xtreme) opens
+`<folder>/<task>/test-<lang>.<suffix>` for every language of every task the
+folder holds; the format of each task's file, and the lines of XTREME's
+scripts each follows, are in docs/FIDELITY.md ("Submission").
+
+File names say `test-` whichever split was predicted (that is all
+`evaluate.py` opens). Split "test" follows XTREME's test files, "dev" its dev
+files; XQuAD has one file (its test set, what the sweep reports), TyDiQA-
+GoldP's XTREME test set is TyDi's dev set (`tydiqa.goldp.{lang}.dev.json`), so
+both splits predict those; Tatoeba has only its test set; BUCC 2018 has dev
+and test.
+
+A folder is complete or not written: every language of every task it holds,
+each with as many predictions as its XTREME file has examples (tags: words
+per sentence too; QA: every question id), checked before anything is
+written; otherwise one UserError names the task, language and file. A task
+the run did not cover (no grid, no retrieval files) is left out of the folder
+and listed in its `submission.json` (`evaluate.py` scores the tasks a folder
+holds; it reads only subfolders).
+
+The modules, lowest first:
+  families    one row per XTREME task (`Family`): its XTREME file, what a
+              prediction file must match, the check, the writer, languages.
+  folder      `Request` (what a sweep asks for), the check of its inputs
+              before any training, the atomic writing of a folder.
+  retrieval   BUCC 2018 and Tatoeba from the pre-trained encoder.
+  local_road  our fine-tuned checkpoints -> folders (`sweep`, local runner).
+  t5x_road    `t5x.infer` outputs -> a folder; the lines `sweep --runner=t5x`
+              prints.
+  command     `python -m rembert_t5x.experiments.submission` (`main`).
+This package re-exports what the sweep, `xtreme_road` and the tests use.
+"""
+
+from rembert_t5x.experiments.submission.command import main
+from rembert_t5x.experiments.submission.families import (
+    RETRIEVAL_TASKS, check_predictions, file_name, input_file, render,
+    required_languages, seqio_split)
+from rembert_t5x.experiments.submission.folder import (
+    MANIFEST, Request, check_inputs)
+from rembert_t5x.experiments.submission.local_road import (
+    SweepRun, family_predictions, write_run_predictions, write_sweep_folders)
+from rembert_t5x.experiments.submission.retrieval import retrieval_files
+from rembert_t5x.experiments.submission.t5x_road import (
+    InferRun, t5x_folder_lines, t5x_infer_lines)
