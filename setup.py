@@ -5,7 +5,8 @@ paths such as 'gin_configs/models/tiny.gin' are relative to the repository
 root) and ships inside the package as `rembert_t5x/gin_configs`, so a regular
 `pip install .` carries the gin files (`python -m rembert_t5x.gin_path` finds
 them). setuptools wants every folder of package data listed as a package;
-listing them here from the tree means a new gin folder cannot be left out.
+listing them here from the tree means a new gin folder cannot be left out
+(and `find_packages`, a new Python subpackage).
 """
 
 import pathlib
@@ -19,11 +20,11 @@ GIN_PACKAGES = ["rembert_t5x.gin_configs"] + [
     and d.name != "__pycache__"]
 
 setuptools.setup(
-    packages=["rembert_t5x", "rembert_t5x.common", "rembert_t5x.data",
-              "rembert_t5x.runner",
-              "rembert_t5x.convert", "rembert_t5x.experiments",
-              "rembert_t5x.experiments.submission",
-              "rembert_tasks"] + GIN_PACKAGES,
+    # Every package under rembert_t5x/, found: a new subpackage cannot be
+    # left out of a regular install.
+    packages=(setuptools.find_packages(include=["rembert_t5x",
+                                                "rembert_t5x.*"])
+              + ["rembert_tasks"] + GIN_PACKAGES),
     # `tasks/` installs under a unique import name so it cannot collide with
     # other packages called `tasks`; subpackages of rembert_t5x.gin_configs
     # follow their parent's mapping.

@@ -180,6 +180,13 @@ def test_regular_install_imports_and_ships_every_gin_file(venv):
   for name in GIN_FILES:
     assert (root / name).read_bytes() == (REPO / name).read_bytes(), name
   assert _unresolved_includes(root) == []
+  # Every Python file of the package ships (a subpackage left out of
+  # setup.py's packages would be missing here, silently).
+  modules = sorted(str(p.relative_to(REPO)) for p in
+                   (REPO / "rembert_t5x").rglob("*.py"))
+  assert sorted(str(p.relative_to(purelib)) for p in
+                (purelib / "rembert_t5x").rglob("*.py")
+                if "gin_configs" not in p.parts) == modules
   # The user tools are on PATH and find the shipped gin files from anywhere.
   scripts = re.findall(r"^(rembert-[\w-]+) = ",
                        (REPO / "pyproject.toml").read_text(), re.M)
