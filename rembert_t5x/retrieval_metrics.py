@@ -103,8 +103,8 @@ def tatoeba_metric(targets: Sequence[Tuple[int, int]],
 
 # The blocked search holds one block's similarities to every target twice:
 # as computed and masked and transposed for the targets' top-k (XLA's memory
-# analysis of `_search_block`; scaling them by the targets' norms afterwards
-# made it three).
+# analysis of `_search_block`). The targets come normalised: scaling the
+# similarities by their norms in the block would take a third.
 _BLOCK_COPIES = 2
 _FLOAT32_BYTES = 4
 _INT32_BYTES = 4
@@ -377,11 +377,10 @@ def margin_candidates(source: np.ndarray, target: np.ndarray, k: int = 4,
   logged at INFO. Ties are broken by index: among equal similarities the
   lower index is nearer, among a sentence's equally scoring neighbours the
   nearest is proposed, and among equal proposals the sources' come first,
-  each side in index order. `_margin_candidates_dense`, the same rules on
-  the float64 matrix, gives the same pairs on the sizes measured
-  (docs/PERFORMANCE.md, v10); scores agree to float32 rounding (~1e-6
-  relative), so pairs whose scores are that close may be listed in
-  another order, and only such near-ties could be resolved differently.
+  each side in index order. Against `_margin_candidates_dense`, the same
+  rules on the float64 matrix, scores agree to float32 rounding (~1e-6
+  relative): pairs whose scores are that close may be listed in another
+  order, and only such near-ties could be resolved differently.
 
   Args:
     source: [num_source, dim] embeddings.
