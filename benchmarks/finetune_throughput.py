@@ -59,6 +59,7 @@ from rembert_t5x import network  # pylint: disable=g-import-not-at-top
 from rembert_t5x import optimizer  # pylint: disable=g-import-not-at-top
 from rembert_t5x.data import pieces  # pylint: disable=g-import-not-at-top
 from rembert_t5x.data import qa  # pylint: disable=g-import-not-at-top
+from rembert_t5x.data import squad_files  # pylint: disable=g-import-not-at-top
 from rembert_t5x.data import vocabulary as vocab_lib  # pylint: disable=g-import-not-at-top
 from rembert_t5x.runner import finetune_packing  # pylint: disable=g-import-not-at-top
 from rembert_t5x.runner import predict_batches  # pylint: disable=g-import-not-at-top
@@ -129,7 +130,7 @@ def tokenizer(data_dir: pathlib.Path, cache_dir: pathlib.Path,
     with tempfile.TemporaryDirectory() as tmp:
       for path in _xquad_files(data_dir / "xquad"):
         lines = []
-        for ex in qa.read_squad_file(str(path), check_alignment=False):
+        for ex in squad_files.read_squad_file(str(path), check_alignment=False):
           lines += [ex.question, ex.context]
         text = pathlib.Path(tmp) / f"{path.stem}.txt"
         text.write_text("\n".join(dict.fromkeys(lines)) + "\n",
@@ -174,7 +175,7 @@ def example_lengths(head: str, vocab, data_dir: pathlib.Path, seq_len: int,
   if head == "qa":
     examples = []
     for path in _xquad_files(data_dir / "xquad"):
-      examples += qa.read_squad_file(str(path), check_alignment=False)
+      examples += squad_files.read_squad_file(str(path), check_alignment=False)
     lengths = []
     for i in rng.choice(len(examples), count, replace=False):
       windows = qa.make_windows(examples[i], vocab, seq_len,

@@ -26,7 +26,7 @@ layouts: the current `tydiqa.goldp.<iso>.{train,dev}.json` and the older
 `tydiqa.en.train.json` / `tydiqa.<iso>.dev.json` (the first that exists is
 read). XTREME blanks the gold answers of what it keeps hidden (XQuAD/MLQA
 test, the current TyDi dev files): an evaluation task reading a file whose
-answers are all blank is an error naming the file (`qa.check_gold_answers`),
+answers are all blank is an error naming the file (`squad_files.check_gold_answers`),
 never a silent score of 0. For predictions on those files (`t5x.infer`, the
 submission folders) the same files also register as prediction-only tasks,
 which read blank answers and have no metric:
@@ -53,6 +53,7 @@ import tensorflow as tf
 
 from rembert_t5x.data import lazy_vocabulary
 from rembert_t5x.data import qa
+from rembert_t5x.data import squad_files
 from rembert_t5x import metrics
 from rembert_tasks import registry
 
@@ -244,14 +245,14 @@ def squad_file_source(paths: Mapping[str, Union[str, Sequence[str]]],
   Each split names its file, or candidate files (see `first_existing`).
   Files are read (and validated) when a split's dataset is built, so
   registering never touches the disk. `require_gold=False` (prediction-only
-  tasks) reads files whose answers are all blank (`qa.squad_file_dataset`).
+  tasks) reads files whose answers are all blank (`squad_files.squad_file_dataset`).
   """
   candidates = {split: [p] if isinstance(p, str) else list(p)
                 for split, p in paths.items()}
 
   def dataset_fn(split, shuffle_files, seed=None):
     del shuffle_files, seed  # One file per split: nothing to shuffle.
-    return qa.squad_file_dataset(first_existing(candidates[split]),
+    return squad_files.squad_file_dataset(first_existing(candidates[split]),
                                  require_gold=require_gold)
 
   return seqio.FunctionDataSource(dataset_fn, splits=tuple(paths))

@@ -23,6 +23,7 @@ from rembert_t5x.common import io_utils
 from rembert_t5x.data import inputs
 from rembert_t5x.data import pieces
 from rembert_t5x.data import qa
+from rembert_t5x.data import squad_files
 from rembert_t5x.data import text_sources
 from rembert_t5x.data import vocabulary
 from rembert_t5x.data import xtreme_readers
@@ -544,7 +545,7 @@ def _squad(mutate):
 def test_squad_json(tmp_path, mutate, message):
   path = _file(tmp_path, "squad.json", json.dumps(_squad(mutate)))
   with pytest.raises(ValueError) as e:
-    qa.read_squad_file(path)
+    squad_files.read_squad_file(path)
   assert str(e.value).startswith(path) and message in str(e.value)
 
 
@@ -553,18 +554,18 @@ def test_squad_blank_gold_answers(tmp_path):
   path = _file(tmp_path, "tydiqa.goldp.en.dev.json", json.dumps(data))
   with pytest.raises(ValueError, match=f"{path}: every one of the 1 questions "
                      "has blank gold answers"):
-    qa.squad_file_dataset(path)
+    squad_files.squad_file_dataset(path)
 
 
 def test_squad_not_json(tmp_path):
   path = _file(tmp_path, "squad.json", '{"data": [')
   with pytest.raises(ValueError, match=f"{path}: not valid JSON"):
-    qa.read_squad_file(path)
+    squad_files.read_squad_file(path)
 
 
 def test_qa_question_too_long_for_the_window(spm_model):
   vocab = vocabulary.RemBertVocabulary(spm_model)
-  example = qa.parse_squad_json(_SQUAD, "squad.json")[0]
+  example = squad_files.parse_squad_json(_SQUAD, "squad.json")[0]
   example = qa.QAExample(example.example_id, "the cat sat on a mat " * 5,
                          example.context, example.answer_texts,
                          example.answer_starts)

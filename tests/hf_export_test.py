@@ -28,6 +28,7 @@ from rembert_t5x.convert import convert_checkpoint
 from rembert_t5x.convert import hf_export
 from rembert_t5x.data import pieces
 from rembert_t5x.data import qa
+from rembert_t5x.data import squad_files
 from rembert_t5x.data import vocabulary
 from rembert_t5x import models
 from rembert_t5x.runner import checkpoints
@@ -73,7 +74,7 @@ def data(tmp_path_factory):
   squad = json.loads((xquad / "xquad.en.json").read_text("utf-8"))
   # Sentences the vocabulary was not trained on.
   return {"vocabs": vocabs, "eng": eng[800:840], "deu": deu[800:840],
-          "xquad": qa.parse_squad_json(squad, "xquad.en.json")}
+          "xquad": squad_files.parse_squad_json(squad, "xquad.en.json")}
 
 
 def _export(tmp_path, hf_model, vocab, **kwargs):
@@ -325,7 +326,7 @@ def test_question_answering_matches_our_evaluator(tmp_path, data, layout):
       vocab_file)
   ours, length, max_answer = [], 128, 15
   examples = _answer_sentences(data["xquad"], ours_vocab, length, 16)
-  signature = qa.SQUADLIKE_SIGNATURE
+  signature = squad_files.SQUADLIKE_SIGNATURE
   registry.add_task(
       f"hfx_{layout}_qa",
       source=seqio.FunctionDataSource(

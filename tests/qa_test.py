@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from rembert_t5x.data import pieces
 from rembert_t5x.data import qa
+from rembert_t5x.data import squad_files
 from rembert_t5x.data import vocabulary
 from rembert_t5x import metrics
 from tests import test_utils
@@ -274,25 +275,25 @@ def _squad(context=CONTEXT, answer_start=None, qid="q1"):
 def test_read_squad_file_and_errors(tmp_path):
   good = tmp_path / "good.json"
   good.write_text(json.dumps(_squad()), encoding="utf-8")
-  (example,) = qa.read_squad_file(str(good))
+  (example,) = squad_files.read_squad_file(str(good))
   assert example.answer_texts == (ANSWER,)
   bad_json = tmp_path / "bad.json"
   bad_json.write_text("{not json", encoding="utf-8")
   with pytest.raises(ValueError, match="bad.json: not valid JSON"):
-    qa.read_squad_file(str(bad_json))
+    squad_files.read_squad_file(str(bad_json))
   data = _squad()
   data["data"][0]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] = (
       "12")
   with pytest.raises(ValueError, match=r"qas\[0\]\.answers\[0\] \(id 'q1'\)"
                      r"\.answer_start: expected an integer"):
-    qa.parse_squad_json(data, "x.json")
+    squad_files.parse_squad_json(data, "x.json")
   with pytest.raises(ValueError, match=r"x.json: data\[0\]\.paragraphs\[0\]"
                      r"\.context: expected a string"):
-    qa.parse_squad_json(_squad(context=None), "x.json")
+    squad_files.parse_squad_json(_squad(context=None), "x.json")
   with pytest.raises(ValueError, match="x.json: data: expected a top-level"):
-    qa.parse_squad_json([], "x.json")
+    squad_files.parse_squad_json([], "x.json")
   with pytest.raises(ValueError, match="x.json: question 'q1'"):
-    qa.parse_squad_json(_squad(answer_start=0), "x.json")
+    squad_files.parse_squad_json(_squad(answer_start=0), "x.json")
 
 
 # ---------------------------------------------------------------------------
@@ -308,7 +309,7 @@ def test_preprocessor_matches_python_windows(vocab, tmp_path):
   path = tmp_path / "squad.json"
   path.write_text(json.dumps(_squad()), encoding="utf-8")
   ds = qa.qa_windows_preprocessor(
-      qa.squad_file_dataset(str(path)), _features(vocab), max_seq_length=24,
+      squad_files.squad_file_dataset(str(path)), _features(vocab), max_seq_length=24,
       doc_stride=4, max_query_length=5)
   got = list(ds.as_numpy_iterator())
   expected = qa.make_windows(_example(question="Where?"), vocab,
@@ -413,7 +414,7 @@ def test_xquad_gold_spans_round_trip(xquad_vocab, lang):
   data = json.loads((XQUAD_DIR / f"xquad.{lang}.json").read_text("utf-8"))
   # Every third article keeps ~400 questions per language and the test fast.
   data["data"] = data["data"][::3]
-  examples = qa.parse_squad_json(data, f"xquad.{lang}.json")
+  examples = squad_files.parse_squad_json(data, f"xquad.{lang}.json")
   assert len(examples) >= 100
   windows, logits = [], []
   sp = xquad_vocab.tokenizer

@@ -8,7 +8,7 @@ import unicodedata
 
 import pytest
 
-from rembert_t5x.data import qa as qa_lib
+from rembert_t5x.data import squad_files
 from rembert_t5x.data import synthetic
 from rembert_t5x.data import text_sources
 from rembert_t5x.data import xtreme_readers
@@ -191,7 +191,7 @@ def test_qa_files_are_squad_with_exact_offsets(workdir):
       assert len(questions) == expected
       ids[(split, code)] = questions
       # The project's SQuAD reader accepts the file (it checks offsets too).
-      assert [e.example_id for e in qa_lib.read_squad_file(path)] == questions
+      assert [e.example_id for e in squad_files.read_squad_file(path)] == questions
   # Parallel like XQuAD: the same question ids in every language.
   assert all(ids[("dev", c)] == ids[("dev", "qla")] for c in ALL_CODES)
 

@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from rembert_t5x.data import pieces
 from rembert_t5x.data import qa
+from rembert_t5x.data import squad_files
 from rembert_t5x.data import vocabulary
 from rembert_t5x.data import xtreme_preprocessors as xp
 from rembert_tasks import retrieval
@@ -48,7 +49,7 @@ def real(tmp_path_factory):
   examples, files = {}, {}
   for lang in XQUAD_LANGS:
     path = xquad / f"xquad.{lang}.json"
-    examples[lang] = qa.parse_squad_json(
+    examples[lang] = squad_files.parse_squad_json(
         json.loads(path.read_text("utf-8")), path.name)
     corpus = tmp / f"{lang}.txt"
     corpus.write_text("\n".join(sorted({e.context.replace("\n", " ")

@@ -45,7 +45,7 @@ import seqio
 import tensorflow as tf
 
 from rembert_t5x.common import shutdown
-from rembert_t5x.data import qa
+from rembert_t5x.data import squad_files
 from rembert_t5x.data import xtreme_preprocessors as xp
 from rembert_t5x import retrieval_metrics
 
@@ -403,9 +403,9 @@ def squad_source(path: str, split: str) -> seqio.FunctionDataSource:
 
   For predictions on the QA sets XTREME keeps hidden (XQuAD and MLQA test,
   TyDiQA-GoldP dev in its current layout), whose answers it blanks; the
-  registered evaluation tasks refuse such a file (`qa.check_gold_answers`: it
+  registered evaluation tasks refuse such a file (`squad_files.check_gold_answers`: it
   cannot be scored), the prediction-only ones (tasks/qa.py) read it. Yields
-  TFDS' SQuAD-like features (`qa.SQUADLIKE_SIGNATURE`).
+  TFDS' SQuAD-like features (`squad_files.SQUADLIKE_SIGNATURE`).
   """
 
   def rows(path, split):
@@ -415,9 +415,9 @@ def squad_source(path: str, split: str) -> seqio.FunctionDataSource:
              "answers": {"text": np.asarray(ex.answer_texts, dtype=object),
                          "answer_start": np.asarray(ex.answer_starts,
                                                     dtype=np.int32)}}
-            for ex in qa.read_squad_file(path, check_alignment=False)]
+            for ex in squad_files.read_squad_file(path, check_alignment=False)]
 
-  return _function_source({split: path}, rows, qa.SQUADLIKE_SIGNATURE)
+  return _function_source({split: path}, rows, squad_files.SQUADLIKE_SIGNATURE)
 
 
 def _retrieval_signature():

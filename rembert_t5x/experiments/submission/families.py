@@ -15,7 +15,7 @@ import os
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rembert_t5x.common import errors
-from rembert_t5x.data import qa
+from rembert_t5x.data import squad_files
 from rembert_t5x.data import xtreme_readers
 from rembert_t5x.experiments import xtreme_local
 from rembert_tasks import panx
@@ -145,7 +145,7 @@ def _question_ids(xtreme_dir: str, split: str, lang: str,
                   path: str) -> List[str]:
   del xtreme_dir, split, lang
   return [ex.example_id
-          for ex in qa.read_squad_file(path, check_alignment=False)]
+          for ex in squad_files.read_squad_file(path, check_alignment=False)]
 
 
 def _tatoeba_lines(xtreme_dir: str, split: str, lang: str, path: str) -> int:
