@@ -34,7 +34,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import jax  # pylint: disable=g-import-not-at-top
 import numpy as np  # pylint: disable=g-import-not-at-top
 
-from rembert_t5x import retrieval_metrics  # pylint: disable=g-import-not-at-top
+from rembert_t5x.scoring import retrieval_metrics  # pylint: disable=g-import-not-at-top
 
 # The full-matrix reference, timed beside the blocked search.
 _dense_margin_candidates = retrieval_metrics._margin_candidates_dense  # pylint: disable=protected-access

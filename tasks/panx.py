@@ -28,7 +28,7 @@ from typing import List, Optional, Sequence
 import seqio
 
 from rembert_t5x.data import xtreme_readers
-from rembert_t5x import metrics
+from rembert_t5x.scoring import metrics
 from rembert_tasks import registry
 
 PANX_LANGUAGES = (

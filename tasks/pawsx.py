@@ -21,7 +21,7 @@ from typing import List, Optional, Sequence
 import seqio
 
 from rembert_t5x.data import xtreme_readers
-from rembert_t5x import metrics
+from rembert_t5x.scoring import metrics
 from rembert_tasks import registry
 
 PAWSX_LANGUAGES = ("de", "en", "es", "fr", "ja", "ko", "zh")

@@ -54,7 +54,7 @@ import tensorflow as tf
 from rembert_t5x.data import lazy_vocabulary
 from rembert_t5x.data import qa
 from rembert_t5x.data import squad_files
-from rembert_t5x import metrics
+from rembert_t5x.scoring import metrics
 from rembert_tasks import registry
 
 XQUAD_LANGUAGES = ("ar", "de", "el", "en", "es", "hi", "ru", "th", "tr", "vi",

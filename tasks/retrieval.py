@@ -5,7 +5,7 @@ Each task yields one example per sentence, `[CLS] sentence [SEP]`, with
 index = the pair / row number). The model (models.RemBertRetrievalModel)
 returns one embedding per example, the mean of the hidden states after
 layer L/2 + 2 as XTREME does (network.RemBertForRetrieval), and the metric
-(rembert_t5x.retrieval_metrics) compares the two sides by cosine. Run with
+(rembert_t5x.scoring.retrieval_metrics) compares the two sides by cosine. Run with
 gin_configs/runs/eval_tatoeba.gin / eval_bucc.gin (t5x.eval) or
 local_eval_retrieval.gin (python -m rembert_t5x.runner.eval).
 
@@ -42,7 +42,7 @@ import seqio
 from rembert_t5x.data import lazy_vocabulary
 from rembert_t5x.data import xtreme_preprocessors as xp
 from rembert_t5x.data import xtreme_readers
-from rembert_t5x import retrieval_metrics
+from rembert_t5x.scoring import retrieval_metrics
 from rembert_tasks import registry
 
 # XTREME's 36 Tatoeba languages: ISO 639-1 -> LASER's ISO 639-3 file code.

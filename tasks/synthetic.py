@@ -20,7 +20,7 @@ to train the vocabulary, later ones reuse it) and registers:
 
 Every metric comes with its evaluation-set standard error (`<metric>_se`,
 a bootstrap over examples, sentences or questions;
-`rembert_t5x.standard_errors`).
+`rembert_t5x.scoring.standard_errors`).
 
 `prepare` and `register_synthetic` let the demo and tests use their own
 directory and name prefix.
@@ -40,7 +40,7 @@ from rembert_t5x.data import qa
 from rembert_t5x.data import synthetic
 from rembert_t5x.data import vocabulary as vocabulary_lib
 from rembert_t5x.data import xtreme_readers
-from rembert_t5x import standard_errors
+from rembert_t5x.scoring import standard_errors
 from rembert_tasks import pretraining
 from rembert_tasks import qa as qa_tasks
 from rembert_tasks import registry

@@ -42,7 +42,7 @@ from typing import Dict, List, Optional, Sequence
 import seqio
 
 from rembert_t5x.data import xtreme_readers
-from rembert_t5x import metrics
+from rembert_t5x.scoring import metrics
 from rembert_tasks import registry
 
 UDPOS_LANGUAGES = (

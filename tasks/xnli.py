@@ -22,7 +22,7 @@ import seqio
 
 from rembert_t5x.data import xtreme_preprocessors as xp
 from rembert_t5x.data import xtreme_readers
-from rembert_t5x import metrics
+from rembert_t5x.scoring import metrics
 from rembert_tasks import registry
 
 XNLI_LANGUAGES = ("ar", "bg", "de", "el", "en", "es", "fr", "hi", "ru", "sw",

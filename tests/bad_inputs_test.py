@@ -27,7 +27,7 @@ from rembert_t5x.data import squad_files
 from rembert_t5x.data import text_sources
 from rembert_t5x.data import vocabulary
 from rembert_t5x.data import xtreme_readers
-from rembert_t5x import metrics
+from rembert_t5x.scoring import metrics
 from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x.runner import checkpoints

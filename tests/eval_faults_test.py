@@ -25,7 +25,7 @@ import tensorflow as tf
 from rembert_t5x.common import cli
 from rembert_t5x.common import errors
 from rembert_t5x.data import xtreme_preprocessors as xp
-from rembert_t5x import metrics
+from rembert_t5x.scoring import metrics
 from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x.runner import checkpoints

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from rembert_t5x import evaluate_qa
+from rembert_t5x.tools import evaluate_qa
 from tests import test_utils
 
 REPO = test_utils.REPO_ROOT

@@ -23,10 +23,8 @@ LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("core", ("rembert_t5x.network", "rembert_t5x.layers",
               "rembert_t5x.layer_stacking", "rembert_t5x.partitioning",
               "rembert_t5x.configs", "rembert_t5x.gin_path",
-              "rembert_t5x.optimizer", "rembert_t5x.metrics",
-              "rembert_t5x.standard_errors", "rembert_t5x.retrieval_metrics",
-              "rembert_t5x.protocol", "rembert_t5x.count_params",
-              "rembert_t5x.evaluate_qa")),
+              "rembert_t5x.optimizer", "rembert_t5x.protocol")),
+    ("scoring", ("rembert_t5x.scoring",)),
     ("data", ("rembert_t5x.data",)),
     ("tasks", ("rembert_tasks",)),
     ("models", ("rembert_t5x.feature_converters", "rembert_t5x.models",
@@ -35,6 +33,7 @@ LAYERS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("runner", ("rembert_t5x.runner",)),
     ("convert", ("rembert_t5x.convert",)),
     ("experiments", ("rembert_t5x.experiments",)),
+    ("tools", ("rembert_t5x.tools",)),
 )
 
 # Third-party packages slow enough to import (seconds) that a command defers

@@ -1,4 +1,4 @@
-"""Tests for rembert_t5x.metrics: hand-computed cases for each official rule."""
+"""Tests for rembert_t5x.scoring.metrics: hand-computed cases for each official rule."""
 
 import random
 import warnings
@@ -7,7 +7,7 @@ import pytest
 from seqeval.metrics import f1_score as seqeval_f1
 from seqeval.metrics.sequence_labeling import get_entities
 
-from rembert_t5x import metrics
+from rembert_t5x.scoring import metrics
 
 # ---------------------------------------------------------------------------
 # Accuracy and seqeval entity F1.

@@ -7,7 +7,7 @@ import seqio
 import tensorflow_datasets as tfds
 
 from rembert_t5x import feature_converters
-from rembert_t5x import metrics
+from rembert_t5x.scoring import metrics
 import rembert_tasks.panx as panx
 from tests import test_utils
 

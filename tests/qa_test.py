@@ -21,7 +21,7 @@ from rembert_t5x.data import pieces
 from rembert_t5x.data import qa
 from rembert_t5x.data import squad_files
 from rembert_t5x.data import vocabulary
-from rembert_t5x import metrics
+from rembert_t5x.scoring import metrics
 from tests import test_utils
 
 XQUAD_DIR = test_utils.SHARED_DATA / "xquad"

@@ -20,7 +20,7 @@ from absl import flags
 import pytest
 
 from rembert_t5x import configs
-from rembert_t5x import count_params
+from rembert_t5x.tools import count_params
 from rembert_t5x.common import cli
 from rembert_t5x.common import errors
 from tests import test_utils

@@ -1,11 +1,11 @@
-"""Tests for rembert_t5x.retrieval_metrics (Tatoeba and BUCC scoring)."""
+"""Tests for rembert_t5x.scoring.retrieval_metrics (Tatoeba and BUCC scoring)."""
 
 import jax
 import numpy as np
 import pytest
 
 from rembert_t5x.data import xtreme_readers
-from rembert_t5x import retrieval_metrics as rm
+from rembert_t5x.scoring import retrieval_metrics as rm
 
 # The private pieces under test.
 _dense = rm._margin_candidates_dense  # pylint: disable=protected-access

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from rembert_t5x import metrics
-from rembert_t5x import standard_errors
+from rembert_t5x.scoring import metrics
+from rembert_t5x.scoring import standard_errors
 
 def test_bootstrap_se_of_a_proportion_matches_the_binomial_formula():
   # 400 examples, 60% correct: SE = sqrt(p (1 - p) / n) = 2.449 points.

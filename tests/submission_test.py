@@ -21,9 +21,9 @@ from rembert_t5x.data import xtreme_readers
 from rembert_t5x.experiments import submission
 from rembert_t5x.experiments import sweep
 from rembert_t5x import feature_converters
-from rembert_t5x import metrics
+from rembert_t5x.scoring import metrics
 from rembert_t5x import models
-from rembert_t5x import retrieval_metrics
+from rembert_t5x.scoring import retrieval_metrics
 from rembert_t5x.runner import checkpoints
 from rembert_t5x.runner import predict_batches
 from tests import test_utils

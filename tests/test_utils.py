@@ -192,7 +192,7 @@ def register_constant_pair_task(name: str, label: int, num_examples: int = 8,
   import numpy as np  # pylint: disable=g-import-not-at-top
   import seqio  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from rembert_t5x import metrics  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.scoring import metrics  # pylint: disable=g-import-not-at-top
   from rembert_t5x.data import xtreme_preprocessors as xp  # pylint: disable=g-import-not-at-top
 
   def dataset_fn(split, shuffle_files, seed=0):

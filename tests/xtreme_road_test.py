@@ -21,7 +21,7 @@ from rembert_t5x.experiments import submission
 from rembert_t5x.experiments import sweep
 from rembert_t5x.experiments import xtreme_local
 from rembert_t5x.experiments import xtreme_road
-from rembert_t5x import metrics
+from rembert_t5x.scoring import metrics
 from tests import test_utils
 
 

@@ -589,7 +589,7 @@ def postprocess_window(output: Any,
                        n_best: int = N_BEST,
                        max_answer_length: int = MAX_ANSWER_LENGTH
                        ) -> Dict[str, Any]:
-  """seqio postprocessor of one window (see `rembert_t5x.metrics.qa_metric`).
+  """seqio postprocessor of one window (see `rembert_t5x.scoring.metrics.qa_metric`).
 
   Args:
     output: for predictions, the window's `[2, L]` start/end logits; for

@@ -1,5 +1,5 @@
 """Preprocessors and postprocessors for XTREME classification, tagging and
-retrieval (retrieval scoring: `rembert_t5x.retrieval_metrics`).
+retrieval (retrieval scoring: `rembert_t5x.scoring.retrieval_metrics`).
 
 Task features follow docs/DESIGN.md:
 
@@ -32,7 +32,7 @@ import seqio
 import tensorflow as tf
 
 from rembert_t5x.data import vocabulary as vocab_lib
-from rembert_t5x import retrieval_metrics
+from rembert_t5x.scoring import retrieval_metrics
 
 # Retrieval `targets[0]`: which side of a parallel corpus a sentence is on.
 SIDE_SOURCE = retrieval_metrics.SIDE_SOURCE   # the non-English sentence

@@ -47,7 +47,7 @@ import tensorflow as tf
 from rembert_t5x.common import shutdown
 from rembert_t5x.data import squad_files
 from rembert_t5x.data import xtreme_preprocessors as xp
-from rembert_t5x import retrieval_metrics
+from rembert_t5x.scoring import retrieval_metrics
 
 # XTREME's XNLI label names -> class ids, in TFDS `xnli` / `multi_nli` order.
 XNLI_LABELS = ("entailment", "neutral", "contradiction")

@@ -11,7 +11,7 @@ from typing import Dict
 
 from rembert_t5x.data import synthetic
 from rembert_t5x.data import xtreme_readers
-from rembert_t5x import metrics
+from rembert_t5x.scoring import metrics
 
 CHANCE_METRICS = {"pair": "accuracy", "tag": "entity_f1", "qa": "f1"}
 

@@ -7,7 +7,7 @@ module measures each one separately:
   Its standard error comes from a bootstrap over evaluation units
   (examples for pair classification, sentences for tagging, questions for
   QA: the units the metric counts), computed inside the seqio metric
-  functions of `rembert_t5x.standard_errors` so every reported score
+  functions of `rembert_t5x.scoring.standard_errors` so every reported score
   carries `<metric>_se`.
 * **Training.** Two runs that differ only in their random seeds (weight
   initialisation, data order, masking) end at different scores; floating

@@ -29,7 +29,7 @@ from rembert_t5x.experiments import xtreme_local
 from rembert_t5x.experiments.submission import families
 from rembert_t5x.experiments.submission import folder
 from rembert_t5x.experiments.submission import retrieval
-from rembert_t5x import metrics
+from rembert_t5x.scoring import metrics
 from rembert_t5x.runner import checkpoints
 from rembert_t5x.runner import predict_batches
 

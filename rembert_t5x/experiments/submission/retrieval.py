@@ -21,7 +21,7 @@ import numpy as np
 from rembert_t5x.data import xtreme_readers
 from rembert_t5x.experiments.submission import families
 from rembert_t5x.experiments.submission import folder
-from rembert_t5x import retrieval_metrics
+from rembert_t5x.scoring import retrieval_metrics
 from rembert_t5x.runner import embed_corpus
 
 

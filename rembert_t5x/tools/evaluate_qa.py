@@ -18,7 +18,7 @@ from absl import flags
 
 from rembert_t5x.common import cli
 from rembert_t5x.common import errors
-from rembert_t5x import metrics
+from rembert_t5x.scoring import metrics
 
 
 def _define_flags(fv: flags.FlagValues) -> None:

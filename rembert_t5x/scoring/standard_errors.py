@@ -12,7 +12,7 @@ from typing import Any, Callable, Dict, Sequence
 
 import numpy as np
 
-from rembert_t5x import metrics
+from rembert_t5x.scoring import metrics
 
 BOOTSTRAP_SAMPLES = 1000
 
