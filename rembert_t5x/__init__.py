@@ -15,5 +15,7 @@ Package map, lowest layer first; imports point down only
   experiments/  sweeps, the demo, reproductions, XTREME submission folders
   tools/        small commands (parameter counts, QA scoring)
 
-Gin files name classes and functions of core, models, runner and tasks.
+Gin files name classes and functions of core, data (the vocabulary hook
+`vocabulary.checkpoint_vocabulary`), models and runner, and the tasks by
+their module (`MIXTURE_OR_TASK_MODULE`, e.g. `'rembert_tasks'`).
 """
