@@ -293,8 +293,6 @@ def _select(fv: flags.FlagValues) -> None:
 
 
 def main(argv=None) -> None:
-  # The command line lives with the runner; protocol is core, so import it
-  # only when run as a command.
   cli.run_command({
       "steps": ("print the fine-tuning steps", _define_steps, _steps),
       "select": ("print the best checkpoint's path", _define_select, _select),

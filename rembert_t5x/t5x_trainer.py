@@ -13,7 +13,7 @@ batch, the feature `models.FULL_BATCH_LOSS_WEIGHT` (the whole global
 batch's total loss weight, on every row); each microbatch's loss is then its
 share of the full batch's mean, and T5X's sum of their gradients is exactly
 the full batch's gradient. `gin_configs/runs/train_base.gin` selects it with
-`train.trainer_cls = @t5x_trainer.make_trainer`.
+`train_script.train.trainer_cls = @t5x_trainer.make_trainer`.
 
 T5X's other options stay where T5X users look for them: `make_trainer`
 takes every binding of T5X's own `trainer.Trainer` (`num_microbatches`,

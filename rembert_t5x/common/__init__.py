@@ -1,1 +1,1 @@
-"""What every layer shares: user errors, the command-line helpers, atomic file I/O, checkpoint configs, and ending tf.data pipelines at exit."""
+"""What every layer shares: user errors, the command-line helpers, atomic file I/O, and ending tf.data pipelines at exit."""

@@ -4,9 +4,10 @@
       [--gin_search_paths=.] --gin.MODEL_DIR="'/tmp/m'" --gin.TRAIN_STEPS=30
 
 Every entry point (the local runner, the experiments, the converters, the
-scripts) defines its options as absl flags in a function `define(fv)` that
-adds them to the `flags.FlagValues` it is given, and runs through `run_main`
-(or `run_command` for `prog COMMAND --flag...` tools). Each call parses into a
+tools) has one shape: `main(argv=None)` is the command; `_define_flags(fv)`
+adds its absl flags to the `flags.FlagValues` it is given (the gin entry
+points use `define_gin_flags`); `_main(fv)` runs the parsed flags, through
+`run_main` (or `run_command` for `prog COMMAND --flag...` tools). Each call parses into a
 fresh FlagValues, so the modules stay importable and callable in-process
 (tests) without global flag clashes. The gin entry points use T5X's flags:
 `--gin_file` (repeatable), `--gin_bindings` (repeatable) and
