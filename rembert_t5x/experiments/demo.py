@@ -123,6 +123,9 @@ class DemoSettings:
   # Worker processes; the variants are split among them (1: everything in
   # this process).
   jobs: int = 2
+  # Fine-tuning packs each step's examples into fewer rows (the runner's
+  # default); False trains one example per row, to see what packing saves.
+  finetune_pack: bool = True
 
   def finetune(self, family: str):
     """(steps, learning rate) for fine-tuning one task family."""
@@ -355,7 +358,8 @@ def _run_variant(out: pathlib.Path, variant: str, settings: DemoSettings,
               mixture_or_task_name=f"demo_{family}_train",
               task_feature_lengths=lengths, train_steps=steps,
               batch_size=settings.batch_size, learning_rate=learning_rate,
-              seed=seed, init_checkpoint=str(pre_dir)))
+              seed=seed, init_checkpoint=str(pre_dir),
+              pack=settings.finetune_pack))
         with clock.stage("evaluate"):
           languages = evaluations.last_checkpoint(
               str(ft_dir), model, names[family], lengths)
@@ -519,7 +523,7 @@ def _write(out: pathlib.Path, results: Dict[str, Any]) -> None:
 
 
 _DEFINE_BY_TYPE = {int: flags.DEFINE_integer, float: flags.DEFINE_float,
-                   str: flags.DEFINE_string}
+                   str: flags.DEFINE_string, bool: flags.DEFINE_bool}
 
 
 def _define_flags(fv: flags.FlagValues) -> None:
