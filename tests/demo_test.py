@@ -84,3 +84,12 @@ def test_full_flag_and_explicit_flags():
   assert settings.finetune_seeds == 5
   assert settings.pretrain_steps == demo.DemoSettings().pretrain_steps
   assert demo.parse_args(["--workdir", "/w"])[1] == demo.DemoSettings()
+
+
+def test_finetune_pack_flag_reaches_the_workers():
+  settings = demo.parse_args(["--workdir", "/w", "--finetune_pack=false"])[1]
+  assert settings.finetune_pack is False
+  assert demo.DemoSettings().finetune_pack is True
+  # A worker process gets the setting back from the flags it is given.
+  assert demo.parse_args(["--workdir", "/w", *demo._flags(settings)])[1] == (  # pylint: disable=protected-access
+      settings)
