@@ -1,6 +1,6 @@
 r"""The offline demo: coupled vs decoupled embeddings, zero-shot transfer.
 
-  python -m rembert_t5x.experiments.demo --workdir /tmp/demo          # ~10 min on 2 idle cores
+  python -m rembert_t5x.experiments.demo --workdir /tmp/demo          # ~5 min on 2 idle cores
   python -m rembert_t5x.experiments.demo --workdir /tmp/demo --full   # 3 pre-training seeds
 
 On one CPU machine, with nothing downloaded:
@@ -97,7 +97,7 @@ NUM_CLASSES = {"pair": 2, "tag": len(synthetic.TAGS)}
 @dataclasses.dataclass
 class DemoSettings:
   """Sizes and seeds of one demo run (every field is a command-line flag)."""
-  # Sized to finish within about 10 minutes on 2 idle cores, with the two
+  # Sized to finish within about 5 minutes on 2 idle cores, with the two
   # variants in two worker processes (docs/DEMO_RESULTS.md has the measured
   # runs); `--full` and the step flags run longer.
   pretrain_steps: int = 500
