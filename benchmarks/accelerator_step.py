@@ -70,6 +70,7 @@ from benchmarks import flops as flop_model
 from benchmarks import step_profile
 from rembert_t5x import configs
 from rembert_t5x import network
+from rembert_t5x import optimizer
 
 # (activation dtype, attention implementation); the first is the reference.
 VARIANTS = (("float32", "einsum"), ("bfloat16", "einsum"),
@@ -120,7 +121,10 @@ def _batch(cfg, batch: int, seq_len: int, seed: int = 0):
 
 
 def _optimizer():
-  return optax.adamw(1e-4, b1=0.9, b2=0.999, eps=1e-6, weight_decay=0.01)
+  """AdamW with paper Table 14's settings (`optimizer.py`), without the
+  runner's schedule, weight-decay mask and clipping."""
+  return optax.adamw(1e-4, b1=optimizer.B1, b2=optimizer.B2,
+                     eps=optimizer.EPS, weight_decay=optimizer.WEIGHT_DECAY)
 
 
 def _train_step(module, tx):
