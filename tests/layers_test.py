@@ -236,3 +236,27 @@ def test_embed_never_reads_nan_past_the_table():
   out = embed.apply(variables, jnp.array([[0, 3, 4, 99]]))
   assert np.isfinite(np.asarray(out)).all()
   np.testing.assert_array_equal(out[0, :2], table[jnp.array([0, 3])])
+
+
+def test_embed_gradient_accumulates_in_float32_under_bfloat16():
+  """A token seen many times sums its gradient in float32: the lookup
+  gathers from the float32 table and casts the rows, so the backward pass is
+  a float32 scatter-add (a bfloat16 one was half of RemBERT's GPU step, and
+  rounds a long sum to ~3 significant digits)."""
+  embed = layers.Embed(4, 2, embedding_axes=("vocab", "embed"),
+                       dtype=jnp.bfloat16)
+  ids = jnp.ones((1, 4096), jnp.int32)
+  variables = embed.init(jax.random.PRNGKey(0), ids)
+  cotangent = jax.random.uniform(jax.random.PRNGKey(1), (1, 4096, 2),
+                                 minval=0.5, maxval=1.5)
+
+  def loss(table):
+    out = embed.apply({"params": {"embedding": table}}, ids)
+    return jnp.sum(out.astype(jnp.float32) * cotangent.astype(jnp.bfloat16))
+
+  grad = jax.grad(loss)(variables["params"]["embedding"])
+  assert grad.dtype == jnp.float32
+  want = np.asarray(cotangent.astype(jnp.bfloat16), np.float64).sum((0, 1))
+  np.testing.assert_allclose(np.asarray(grad[1], np.float64), want,
+                             rtol=1e-5)
+  np.testing.assert_array_equal(np.asarray(grad)[[0, 2, 3]], 0.0)
