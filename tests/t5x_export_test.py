@@ -4,6 +4,7 @@ With T5X installed: a tiny random MLM checkpoint in our layout is exported
 with T5X's own Checkpointer, then restored the way `finetune_base.gin` does
 (mode 'specific', assignment_map (('state/.*', None),), fallback_to_scratch)
 into the pair-classification model: the encoder must come back bit for bit.
+The reverse (`from_t5x_native`) must give the params back, padded rows kept.
 Without T5X only the CLI's one-line error is checked (T5X is blocked in a
 subprocess, so that test runs everywhere).
 """
@@ -27,6 +28,7 @@ from rembert_t5x.convert import checkpoint_io
 from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x import partitioning
+from rembert_t5x.runner import checkpoints
 from tests import test_utils
 
 HAS_T5X = importlib.util.find_spec("t5x") is not None
@@ -214,3 +216,74 @@ def test_cli_writes_checkpoint_0(tmp_path):
   copied = tmp_path / "native" / "sentencepiece.model"
   assert summary["vocabulary"] == str(copied)
   assert copied.read_bytes() == vocab
+
+
+@needs_t5x
+def test_from_t5x_native_round_trips_and_loads_for_retrieval(tmp_path):
+  """ours -> t5x_native -> from_t5x_native: the params come back with the
+  export's padded vocabulary rows kept (the config records the padding),
+  and the retrieval model of the BUCC/Tatoeba predictions loads them."""
+  from rembert_t5x.convert import t5x_export  # pylint: disable=g-import-not-at-top
+  flat = _padded(_write_ours(tmp_path / "ours"))
+  vocab = b"a SentencePiece model's bytes (copied, not read)"
+  (tmp_path / "ours" / "sentencepiece.model").write_bytes(vocab)
+  t5x_export.t5x_native(str(tmp_path / "ours"), str(tmp_path / "native"))
+  summary = t5x_export.from_t5x_native(
+      str(tmp_path / "native" / "checkpoint_0"), str(tmp_path / "back"))
+  assert summary.head == "masked_lm"
+  assert summary.tensors == len(flat)
+  assert summary.vocabulary == str(tmp_path / "back" / "sentencepiece.model")
+  assert (tmp_path / "back" / "sentencepiece.model").read_bytes() == vocab
+  config = configs.read_checkpoint_config(
+      tmp_path / "back" / configs.CHECKPOINT_CONFIG_FILE)
+  assert config == PADDED
+  got = cc.flatten(checkpoints.load_params(str(tmp_path / "back")))
+  assert set(got) == set(flat)
+  for name, value in flat.items():
+    assert got[name].dtype == value.dtype, name
+    np.testing.assert_array_equal(got[name], value, err_msg=name)
+  retrieval = models.RemBertRetrievalModel(
+      models.make_module("retrieval", config))
+  params = checkpoints.load_params_for(retrieval, str(tmp_path / "back"))
+  assert "encoder" in params
+
+
+@needs_t5x
+def test_from_t5x_native_errors(tmp_path):
+  from rembert_t5x.convert import t5x_export  # pylint: disable=g-import-not-at-top
+  (tmp_path / "empty").mkdir()
+  with pytest.raises(errors.UserError, match="no T5X checkpoint there"):
+    t5x_export.from_t5x_native(str(tmp_path / "empty"), str(tmp_path / "o"))
+  assert not (tmp_path / "o").exists()
+
+
+@needs_t5x
+def test_from_t5x_native_of_a_scanned_run_with_gin_file(tmp_path):
+  """As after `t5x.train`: no rembert_config.json beside the checkpoint, so
+  the model gin file (which pads nothing) gives the config; the stacked
+  layers come back per layer."""
+  from rembert_t5x.convert import t5x_export  # pylint: disable=g-import-not-at-top
+  scanned = dataclasses.replace(CFG, scan_layers=True, remat_policy="full")
+  flat = _padded(_write_ours(tmp_path / "ours"))
+  configs.write_checkpoint_config(tmp_path / "ours", scanned)
+  t5x_export.t5x_native(str(tmp_path / "ours"), str(tmp_path / "native"))
+  (tmp_path / "native" / configs.CHECKPOINT_CONFIG_FILE).unlink()
+  with pytest.raises(errors.UserError, match="pass --gin_file"):
+    t5x_export.from_t5x_native(str(tmp_path / "native"), str(tmp_path / "b"))
+  gin_file = tmp_path / "tiny.gin"
+  gin_file.write_text("\n".join([
+      "include 'gin_configs/architectures/rembert.gin'",
+      "VOCAB_SIZE = 97", "INPUT_EMBED_DIM = 16", "EMBED_DIM = 32",
+      "OUTPUT_EMBED_DIM = 24", "NUM_LAYERS = 2", "NUM_HEADS = 4",
+      "HEAD_DIM = 8", "MLP_DIM = 64", "MAX_POSITION_EMBEDDINGS = 40",
+      "DROPOUT_RATE = 0.0", "SCAN_LAYERS = True", "REMAT_POLICY = 'full'"]))
+  t5x_export.from_t5x_native(str(tmp_path / "native"), str(tmp_path / "b"),
+                             gin_file=str(gin_file))
+  assert configs.read_checkpoint_config(
+      tmp_path / "b" / configs.CHECKPOINT_CONFIG_FILE) == dataclasses.replace(
+          PADDED, scan_layers=True, remat_policy="full")
+  got = cc.flatten(checkpoints.load_params(str(tmp_path / "b")))
+  assert "encoder/layers_1/mlp/wi/kernel" in got
+  assert set(got) == set(flat)
+  for name, value in flat.items():
+    np.testing.assert_array_equal(got[name], value, err_msg=name)

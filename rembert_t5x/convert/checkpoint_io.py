@@ -471,9 +471,10 @@ def written_vocabulary(vocab_file: Optional[pathlib.Path],
   return str(pathlib.Path(output_dir) / pieces.VOCABULARY_FILENAME)
 
 
-def checkpoint_vocabulary(source: "OrbaxParams") -> Optional[pathlib.Path]:
-  """The `sentencepiece.model` of our checkpoint's MODEL_DIR, if any."""
-  found = _vocabulary_module().find_checkpoint_vocabulary(str(source.step_dir))
+def checkpoint_vocabulary(checkpoint: pathlib.Path) -> Optional[pathlib.Path]:
+  """The `sentencepiece.model` of a checkpoint's MODEL_DIR (ours or T5X's),
+  if any."""
+  found = _vocabulary_module().find_checkpoint_vocabulary(str(checkpoint))
   return pathlib.Path(found) if found else None
 
 
@@ -523,14 +524,24 @@ def checkpoint_config(source: "OrbaxParams",
   MODEL_DIR. The parameter shapes alone do not determine the config: the
   attention kernels join heads x head_dim.
   """
+  return config_beside(source.model_dir, gin_file, str(source.step_dir))
+
+
+def config_beside(model_dir: Optional[pathlib.Path], gin_file: Optional[str],
+                  checkpoint: str) -> network.RemBertConfig:
+  """`gin_file`'s config, else `model_dir/rembert_config.json`'s.
+
+  Raises:
+    errors.UserError: a bad gin file, or neither a gin file nor a saved
+      config (naming `checkpoint`).
+  """
   if gin_file:
     return _gin_config(gin_file)
-  saved = source.model_dir and (
-      source.model_dir / configs.CHECKPOINT_CONFIG_FILE)
+  saved = model_dir and (model_dir / configs.CHECKPOINT_CONFIG_FILE)
   if saved and saved.is_file():
     return configs.read_checkpoint_config(saved)
   raise errors.UserError(
-      f"checkpoint {source.step_dir}: no {configs.CHECKPOINT_CONFIG_FILE} in "
+      f"checkpoint {checkpoint}: no {configs.CHECKPOINT_CONFIG_FILE} in "
       "its MODEL_DIR; "
       "pass --gin_file=<the model gin file> (the number of attention heads "
       "is not in the parameter shapes)")
@@ -724,7 +735,8 @@ def t5x_to_hf(checkpoint_dir: str, output_dir: str, *,
   if hf_vocab_size is not None and hf_vocab_size < config.vocab_size:
     raise errors.UserError(f"--hf_vocab_size={hf_vocab_size} is smaller than the "
                     f"checkpoint's vocabulary ({config.vocab_size})")
-  vocab_file = pathlib.Path(vocab) if vocab else checkpoint_vocabulary(source)
+  vocab_file = pathlib.Path(vocab) if vocab else checkpoint_vocabulary(
+      source.step_dir)
   exported_vocab = None
   if vocab_file:
     exported_vocab = hf_export.read_vocabulary(

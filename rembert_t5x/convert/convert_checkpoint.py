@@ -11,11 +11,18 @@ r"""Converts RemBERT checkpoints between Hugging Face, TF1 and our format.
       [--vocab=sentencepiece.model]
   rembert-convert t5x-native --checkpoint_dir=B \
       --output_dir=C [--gin_file=...]
+  rembert-convert t5x-native-to-ours --checkpoint_path=C/checkpoint_N \
+      --output_dir=B [--gin_file=...]
 
 t5x-native (needs T5X: pip install -e ".[t5x]") writes a pre-training
 checkpoint B as T5X's own checkpoint C/checkpoint_0 (the MLM model's train
 state, step 0, fresh pretrain_mlm.gin optimizer state), which t5x.train
 restores with --gin.INITIAL_CHECKPOINT_PATH="'C/checkpoint_0'".
+t5x-native-to-ours (needs T5X) is its inverse: the params of a T5X
+checkpoint (a t5x.train MODEL_DIR's checkpoint_N, or the MODEL_DIR for its
+latest) as our MODEL_DIR B, which the local runner and the BUCC/Tatoeba
+predictions (--pretrained=B) read; --gin_file is needed unless the T5X
+MODEL_DIR holds rembert_config.json (t5x-native writes one, t5x.train not).
 
 The vocabulary travels with the weights: hf-to-t5x and tf-to-t5x write the
 SentencePiece model (A's sentencepiece.model, or --vocab) into B as
@@ -99,6 +106,14 @@ def _define_t5x_native(fv: flags.FlagValues) -> None:
   _output(fv)
 
 
+def _define_t5x_native_to_ours(fv: flags.FlagValues) -> None:
+  _string(fv, "checkpoint_path", "T5X checkpoint_N directory or T5X "
+          "MODEL_DIR (its latest)", required=True)
+  _string(fv, "gin_file", "model gin file (default: rembert_config.json "
+          "beside the checkpoint)")
+  _output(fv)
+
+
 def _hf_to_t5x(fv):
   return checkpoint_io.hf_to_t5x(
       fv.hf_dir, fv.output_dir, gin_file=fv.gin_file,
@@ -125,6 +140,12 @@ def _t5x_native(fv):
       optimizer=fv.optimizer, overwrite=fv.overwrite)
 
 
+def _t5x_native_to_ours(fv):
+  return t5x_export.from_t5x_native(
+      fv.checkpoint_path, fv.output_dir, gin_file=fv.gin_file,
+      overwrite=fv.overwrite)
+
+
 COMMANDS = {
     "hf-to-t5x": ("Hugging Face directory -> ours", _define_hf_to_t5x,
                   _hf_to_t5x),
@@ -135,6 +156,9 @@ COMMANDS = {
     "t5x-native": ("ours (MLM) -> T5X checkpoint OUT/checkpoint_0 that "
                    "t5x.train restores (needs T5X)", _define_t5x_native,
                    _t5x_native),
+    "t5x-native-to-ours": ("T5X checkpoint (checkpoint_N) -> ours (needs "
+                           "T5X)", _define_t5x_native_to_ours,
+                           _t5x_native_to_ours),
 }
 
 

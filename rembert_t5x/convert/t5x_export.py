@@ -1,4 +1,5 @@
-"""Exports our checkpoint as a T5X-native checkpoint that `t5x.train` restores.
+"""Exports our checkpoint as a T5X-native checkpoint that `t5x.train` restores,
+and reads one back.
 
 `hf-to-t5x` / `tf-to-t5x` write our local runner's orbax layout
 (`MODEL_DIR/checkpoints/<step>/default` with `{"step", "params"}`). T5X
@@ -21,11 +22,17 @@ AdamW with BERT's decay mask and a learning-rate schedule), at step 0 with
 zero moments. (T5X's Adafactor is not offered: it needs factorisation rules
 for RemBERT's extra axis names, which no run file defines.)
 
+`from_t5x_native` goes back: the params of a T5X checkpoint (one
+`t5x.train` wrote, or this export) in our layout, for the tools that read
+our MODEL_DIR.
+
 T5X is not on PyPI; it is imported only inside the functions here, and a
 missing T5X is a `errors.UserError` saying how to install it.
 """
 
 import dataclasses
+import pathlib
+import re
 from typing import Any, Optional
 
 import flax
@@ -206,10 +213,113 @@ def t5x_native(checkpoint_dir: str, output_dir: str, *,
     configs.write_checkpoint_config(tmp, config)
     # Beside checkpoint_0, where the gin hook vocabulary.checkpoint_vocabulary
     # finds it from INITIAL_CHECKPOINT_PATH.
-    vocab_file = checkpoint_io.checkpoint_vocabulary(source)
+    vocab_file = checkpoint_io.checkpoint_vocabulary(source.step_dir)
     checkpoint_io.copy_vocabulary(vocab_file, tmp)
   return checkpoint_io.Summary(
       str(output_dir), cc.Head.MASKED_LM.value, tensors, count, rows_added, {},
+      checkpoint_io.peak_rss_bytes() / 2**20,
+      checkpoint_io.written_vocabulary(vocab_file, output_dir))
+
+
+def _native_model_dir(checkpoint_path: str) -> pathlib.Path:
+  """The T5X MODEL_DIR of `checkpoint_path` (itself, or `checkpoint_N`'s
+  parent), where `rembert_config.json` and the vocabulary sit."""
+  path = pathlib.Path(checkpoint_path)
+  if re.fullmatch(r"checkpoint_\d+", path.name):
+    return path.parent
+  return path
+
+
+def _fit_vocab_padding(config: network.RemBertConfig, rows: int,
+                       source: str) -> network.RemBertConfig:
+  """`config` with the vocabulary padding the checkpoint's `rows` show.
+
+  A model gin file pads nothing; the T5X run files pad to
+  `T5X_VOCAB_PAD_MULTIPLE`. The padded rows are kept (as zeros they cost
+  nothing; after training the MLM bias of a padded row need not be zero).
+
+  Raises:
+    errors.UserError: `rows` fits neither padding.
+  """
+  for multiple in (config.vocab_pad_multiple,
+                   partitioning.T5X_VOCAB_PAD_MULTIPLE):
+    candidate = dataclasses.replace(config, vocab_pad_multiple=multiple)
+    if candidate.padded_vocab_size == rows:
+      return candidate
+  raise errors.UserError(
+      f"checkpoint {source} has {rows} vocabulary rows; the config's "
+      f"vocab_size {config.vocab_size} pads to {config.padded_vocab_size} "
+      f"(or {partitioning.T5X_VOCAB_PAD_MULTIPLE}-padded, as the T5X run "
+      "files pad): pass the model gin file it was trained with")
+
+
+def from_t5x_native(checkpoint_path: str, output_dir: str, *,
+                    gin_file: Optional[str] = None,
+                    overwrite: bool = False) -> checkpoint_io.Summary:
+  """Writes a T5X-native checkpoint's params in our layout (`t5x_native`'s
+  inverse).
+
+  For the tools that read our MODEL_DIR (the local runner, the BUCC/Tatoeba
+  predictions of `experiments.submission --pretrained`) after a
+  `t5x.train` run. The optimizer state is dropped; the layers are written
+  per layer (as `hf_to_t5x` writes them) whatever `SCAN_LAYERS` was; the
+  vocabulary keeps the checkpoint's padded rows, and the written config
+  records that padding (`vocab_pad_multiple`).
+
+  Args:
+    checkpoint_path: a T5X `checkpoint_N` directory, or the T5X MODEL_DIR
+      (its latest checkpoint).
+    output_dir: our MODEL_DIR to write (`checkpoints/<step>/default`,
+      `rembert_config.json` and `sentencepiece.model` if the T5X MODEL_DIR
+      has one).
+    gin_file: the model gin file (otherwise `rembert_config.json` beside the
+      checkpoint, which `t5x_native` writes but `t5x.train` does not).
+    overwrite: replace a non-empty `output_dir`.
+
+  Returns:
+    A `checkpoint_io.Summary` (`vocab_rows_changed` is 0: nothing is
+    trimmed).
+
+  Raises:
+    errors.UserError: `output_dir` is, contains or lies inside an input
+      (checked first, even with `overwrite`); T5X is missing; no T5X
+      checkpoint at `checkpoint_path`; no config or a config that does not
+      fit the params.
+  """
+  inputs = [("--checkpoint_path", checkpoint_path), ("--gin_file", gin_file)]
+  io_utils.check_output_dir(output_dir, overwrite, sources=inputs)
+  _import_t5x()
+  # Deferred: t5x is optional (not on PyPI).
+  from t5x import checkpoints as t5x_checkpoints  # pylint: disable=g-import-not-at-top
+  try:
+    found = t5x_checkpoints.find_checkpoint(checkpoint_path)
+  except ValueError as e:
+    raise errors.UserError(
+        f"--checkpoint_path={checkpoint_path}: no T5X checkpoint there (give "
+        "a checkpoint_N directory or the T5X MODEL_DIR holding one)") from e
+  step_dir = pathlib.Path(found).parent
+  model_dir = _native_model_dir(str(step_dir))
+  config = checkpoint_io.config_beside(model_dir, gin_file, str(step_dir))
+  loaded = t5x_checkpoints.load_t5x_checkpoint(str(step_dir))
+  step = int(np.asarray(loaded.get("state", {}).get("step", 0)))
+  flat = cc.flatten(layer_stacking.unstack_layers(loaded["target"]))
+  del loaded
+  word = flat.get("encoder/embeddings/word_embeddings/embedding")
+  if word is None:
+    raise errors.UserError(f"checkpoint {step_dir} holds no RemBERT encoder "
+                           "(no encoder/embeddings/word_embeddings)")
+  config = _fit_vocab_padding(config, word.shape[0], str(step_dir))
+  count = sum(int(np.size(v)) for v in flat.values())
+  tensors = len(flat)
+  head, _ = cc.head_from_params({k: np.shape(v) for k, v in flat.items()})
+  vocab_file = checkpoint_io.checkpoint_vocabulary(step_dir)
+  with io_utils.atomic_output_dir(output_dir, overwrite,
+                                  sources=inputs) as tmp:
+    checkpoint_io.write_orbax_params(tmp, iter(flat.items()), step=step)
+    configs.write_checkpoint_config(tmp, config)
+    checkpoint_io.copy_vocabulary(vocab_file, tmp)
+  return checkpoint_io.Summary(
+      str(output_dir), head.value, tensors, count, 0, {},
       checkpoint_io.peak_rss_bytes() / 2**20,
       checkpoint_io.written_vocabulary(vocab_file, output_dir))
 
@@ -242,5 +352,6 @@ def restore_for_finetuning(checkpoint_path: str, model: Any,
       [cfg], init_rng=jax.random.PRNGKey(0))
 
 
-__all__ = ["OPTIMIZERS", "T5X_MISSING", "build_train_state", "make_optimizer",
-           "make_partitioner", "restore_for_finetuning", "t5x_native"]
+__all__ = ["OPTIMIZERS", "T5X_MISSING", "build_train_state",
+           "from_t5x_native", "make_optimizer", "make_partitioner",
+           "restore_for_finetuning", "t5x_native"]
