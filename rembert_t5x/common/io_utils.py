@@ -47,6 +47,25 @@ def _user_error(path: PathLike, e: OSError) -> errors.UserError:
   return errors.UserError(f"cannot write {path}: {reason}")
 
 
+def make_writable_dir(path: PathLike, what: str) -> pathlib.Path:
+  """Creates directory `path` (and its parents) and checks it takes a file.
+
+  Raises:
+    errors.UserError: `{what} {path} is not writable: <reason>` (read-only,
+      under a file, no permission to create it).
+  """
+  path = pathlib.Path(path)
+  try:
+    path.mkdir(parents=True, exist_ok=True)
+    probe = path / f".write_probe_{os.getpid()}"
+    probe.write_text("ok")
+    probe.unlink()
+  except OSError as e:
+    raise errors.UserError(
+        f"{what} {path} is not writable: {e.strerror or e}") from e
+  return path
+
+
 def atomic_write_bytes(path: PathLike, data: bytes) -> None:
   """Writes `data` to `path` atomically (temp file, fsync, rename).
 

@@ -503,13 +503,7 @@ def check_output_dir(output_dir: str) -> None:
   created = list(itertools.takewhile(lambda p: not p.exists(),
                                      (path, *path.parents)))
   try:
-    path.mkdir(parents=True, exist_ok=True)
-    probe = path / f".write_probe_{os.getpid()}"
-    probe.write_text("ok")
-    probe.unlink()
-  except OSError as e:
-    raise errors.UserError(f"EVAL_OUTPUT_DIR {path} is not writable: "
-                           f"{e.strerror or e}") from e
+    io_utils.make_writable_dir(path, "EVAL_OUTPUT_DIR")
   finally:
     for directory in created:  # the deepest first
       try:

@@ -77,16 +77,7 @@ def check_model_dir(model_dir: Optional[str]) -> pathlib.Path:
         "(add `train.train.model_dir = %MODEL_DIR`)")
   if not model_dir or model_dir is gin.REQUIRED:
     raise errors.UserError("MODEL_DIR is not set (e.g. --gin.MODEL_DIR=\"'/tmp/m'\")")
-  path = pathlib.Path(model_dir)
-  try:
-    path.mkdir(parents=True, exist_ok=True)
-    probe = path / f".write_probe_{os.getpid()}"
-    probe.write_text("ok")
-    probe.unlink()
-  except OSError as e:
-    raise errors.UserError(f"MODEL_DIR {model_dir} is not writable: "
-                        f"{e.strerror or e}") from e
-  return path
+  return io_utils.make_writable_dir(model_dir, "MODEL_DIR")
 
 
 class MetricsLog:
