@@ -17,7 +17,7 @@ examples a step; rows of 128 tokens, 384 for QA), examples/s of:
     batches) on the same examples with dynamic padding: each (micro) batch
     padded to its longest example;
   * evaluation, the jitted `predict_batch_with_aux` forward, one example per
-    row and length-sorted as `runner.eval` now evaluates
+    row and length-sorted as `runner.eval` evaluates
     (`predict_batches`): the pool of examples sorted longest first, each
     batch cut to its longest example rounded up to a power of two from 16
     (`predict_batches.bucket_length`).

@@ -195,8 +195,8 @@ class Embed(nn.Module):
     # it; the callers check lengths and vocabularies before the first step,
     # so clipping only keeps a missed case finite.
     # Gathered from the parameter dtype, then cast: the gradient is a float32
-    # scatter-add. Casting the table first made it a bfloat16 one, which
-    # took half of RemBERT's bfloat16 step on a GPU (docs/PERFORMANCE.md).
+    # scatter-add. A bfloat16 one (the cast table gathered) under-counts long
+    # sums and is slow on GPUs (docs/PERFORMANCE.md, the profiled step).
     return jnp.asarray(
         jnp.take(self.embedding, ids, axis=0, mode="clip"), self.dtype)
 

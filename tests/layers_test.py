@@ -241,8 +241,8 @@ def test_embed_never_reads_nan_past_the_table():
 def test_embed_gradient_accumulates_in_float32_under_bfloat16():
   """A token seen many times sums its gradient in float32: the lookup
   gathers from the float32 table and casts the rows, so the backward pass is
-  a float32 scatter-add (a bfloat16 one was half of RemBERT's GPU step, and
-  rounds a long sum to ~3 significant digits)."""
+  a float32 scatter-add (a bfloat16 one is slow on GPUs and stalls on long
+  sums: 8 bits of mantissa)."""
   embed = layers.Embed(4, 2, embedding_axes=("vocab", "embed"),
                        dtype=jnp.bfloat16)
   ids = jnp.ones((1, 4096), jnp.int32)
