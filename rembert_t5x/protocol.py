@@ -216,7 +216,9 @@ def read_metrics_jsonl(metrics_dir: str, task_name: str
                         f"{task_name!r} was logged there)")
   out = {}
   with tf.io.gfile.GFile(path) as f:
-    for i, line in enumerate(f.read().splitlines(), 1):
+    # JSON Lines end at "\n" only; a JSON string may hold U+2028 or U+0085
+    # as they are, where str.splitlines() would cut the record.
+    for i, line in enumerate(f.read().split("\n"), 1):
       if not line.strip():
         continue
       try:

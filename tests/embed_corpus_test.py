@@ -165,7 +165,10 @@ def test_command_line_embeds_a_file_with_a_model_dir(vocab, tmp_path,
   model_dir = test_utils.write_random_checkpoint(
       tmp_path / "model", "mlm", CONFIG, vocab_file=vocab.sentencepiece_model_file)
   corpus = tmp_path / "corpus.txt"
-  corpus.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+  # U+2028 and U+0085 inside sentences end no line: one embedding a line.
+  lines = [SENTENCES[0].replace(" is ", " is\u2028"),
+           SENTENCES[1] + "\u0085", *SENTENCES[2:]]
+  corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
   embed_corpus.main([f"--pretrained={model_dir}", f"--sentences={corpus}",
                      f"--work_dir={tmp_path / 'w'}", "--chunk_size=4"])
   report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -176,3 +179,42 @@ def test_command_line_embeds_a_file_with_a_model_dir(vocab, tmp_path,
   with pytest.raises(SystemExit):
     embed_corpus.main([f"--sentences={corpus}", f"--work_dir={tmp_path}"])
   assert "pass one of --pretrained and --model_gin" in capsys.readouterr().err
+
+
+def test_the_corpus_splits_lines_as_text_mode_iteration(tmp_path):
+  # XTREME iterates the corpus file in text mode: lines end at \n, \r\n
+  # and \r only; str.splitlines() also ends them at these characters.
+  inside = ["\u2028", "\u2029", "\u0085", "\x0b", "\x0c", "\x1c", "\x1e"]
+  text = ("".join(f"s{i}{c}x\n" for i, c in enumerate(inside))
+          + "dos\r\nmac\r\n\nlast")
+  corpus = tmp_path / "bucc.txt"
+  corpus.write_bytes(text.encode("utf-8"))
+  with open(corpus, encoding="utf-8") as f:
+    iterated = [line.rstrip("\n") for line in f]
+  sentences = embed_corpus.read_corpus(str(corpus))
+  assert sentences == iterated
+  assert len(sentences) == len(inside) + 4  # the blank line is a sentence
+  assert sentences[0] == "s0\u2028x" and sentences[-1] == "last"
+  assert len(text.splitlines()) > len(sentences)
+
+
+@pytest.mark.parametrize("content, flag, message", [
+    ("", "", "corpus.txt: the file is empty (one sentence a line)"),
+    ("a\n", "--batch_size=0", "flag --batch_size=0: 0 is not a positive "
+     "integer"),
+    ("a\n", "--chunk_size=-1", "flag --chunk_size=-1: -1 is not a positive "
+     "integer"),
+])
+def test_command_line_user_errors_are_one_line(tmp_path, capsys, content,
+                                               flag, message):
+  corpus = tmp_path / "corpus.txt"
+  corpus.write_text(content, encoding="utf-8")
+  argv = ["--model_gin=gin_configs/models/tiny.gin", "--vocab=spm.model",
+          f"--sentences={corpus}", f"--work_dir={tmp_path / 'w'}"]
+  with pytest.raises(SystemExit) as exit_info:
+    embed_corpus.main(argv + ([flag] if flag else []))
+  assert exit_info.value.code == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and err[0].startswith("error: ")
+  assert message in err[0]
+  assert not (tmp_path / "w").exists()

@@ -184,6 +184,17 @@ def test_protocol_select_reads_seqio_metrics(tmp_path, capsys):
   assert "rembert_xnli_en-metrics.jsonl: no such file" in capsys.readouterr().err
 
 
+def test_protocol_metrics_lines_end_at_newlines_only(tmp_path):
+  # A JSON string may hold U+2028 / U+0085 as they are (ensure_ascii=False);
+  # str.splitlines() cut such a record in two.
+  path = tmp_path / "t-metrics.jsonl"
+  path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in [
+      {"step": 1, "f1": 5.0, "note": "a\u2028b\u0085c"},
+      {"step": 2, "f1": 6.0}]) + "\r\n", encoding="utf-8")
+  assert protocol.read_metrics_jsonl(str(tmp_path), "t") == {
+      1: {"f1": 5.0}, 2: {"f1": 6.0}}
+
+
 def test_t5x_commands_train_select_and_evaluate_each_family():
   points = sweep.expand_grid({"squad": sweep.EXPERIMENTS["table15"]["squad"]},
                              seeds=[1])
@@ -222,6 +233,51 @@ def test_cli_prints_t5x_commands(capsys):
   assert sum(l.startswith("python -m t5x.eval") for l in lines) == 6
   assert all("--gin.BATCH_SIZE=32" in l for l in lines
              if l.startswith("python -m t5x.train"))
+
+
+def test_cli_count_flags_reach_every_grid(monkeypatch, tmp_path):
+  # `--train_steps=1` and the others reach the grids (a truthiness test
+  # once dropped a 0: now refused, below); nothing is trained here.
+  seen = {}
+  monkeypatch.setattr(sweep, "run_local",
+                      lambda workdir, points, config, *a, **k:
+                      seen.update(points=points, config=config) or {})
+  monkeypatch.setattr(sweep.sweep_report, "markdown", lambda *a: "")
+  sweep.main(["--experiment=table10", f"--workdir={tmp_path}",
+              f"--pretrained={tmp_path}", "--tasks=xnli", "--seeds=3",
+              "--learning_rates=2e-5", "--train_steps=1", "--batch_size=1",
+              "--vocab_size=1"])
+  (point,) = seen["points"]
+  assert (point.task.train_steps, point.task.batch_size) == (1, 1)
+  assert (point.learning_rate, point.seed) == (2e-5, 3)
+  assert seen["config"].vocab_size == 1
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("--train_steps=0", "--train_steps must be at least 1, got 0 (leave it "
+     "unset: each grid's steps then come from its epochs)"),
+    ("--batch_size=0", "--batch_size must be at least 1, got 0"),
+    ("--vocab_size=-3", "--vocab_size must be at least 1, got -3"),
+    ("--learning_rates=abc", "--learning_rates=abc: 'abc' is not a positive "
+     "finite number"),
+    ("--learning_rates=1e-5,-2e-5", "'-2e-5' is not a positive finite number"),
+    ("--learning_rates=nan", "'nan' is not a positive finite number"),
+    ("--learning_rates=", "--learning_rates=: '' is not a positive finite "
+     "number"),
+    ("--seeds=0,x", "--seeds=0,x: 'x' is not an integer"),
+    ("--seeds=0,,1", "--seeds=0,,1: '' is not an integer"),
+    ("--seeds=0,1,0", "--seeds=0,1,0: 0 is given twice"),
+])
+def test_cli_bad_flag_values_are_one_error_line(capsys, tmp_path, flag,
+                                                message):
+  with pytest.raises(SystemExit) as exit_info:
+    sweep.main(["--experiment=table10", f"--workdir={tmp_path / 'w'}",
+                "--runner=t5x", "--pretrained=/p", "--tasks=xnli", flag])
+  assert exit_info.value.code == 2
+  out, err = capsys.readouterr()
+  (line,) = err.strip().splitlines()
+  assert not out and line.startswith("error: ") and message in line
+  assert not (tmp_path / "w").exists()
 
 
 CONFIG = network.RemBertConfig(

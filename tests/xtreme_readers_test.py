@@ -12,20 +12,55 @@ def _write(tmp_path, name, text):
   return str(path)
 
 
-def test_read_pair_tsv_xnli_labels_and_csv_quoting(tmp_path):
-  # XTREME writes with csv.writer: a field holding '"' is quoted, '"' doubled.
+def test_read_pair_tsv_reads_quotes_as_written_like_xtreme(tmp_path):
+  # XTREME writes with csv.writer (a field holding '"' is quoted, '"'
+  # doubled) and reads with quoting off: its models see the quotes as
+  # written, and so do ours. A BOM (utf-8-sig) is dropped, as XTREME's.
   path = _write(tmp_path, "dev-de.tsv",
-                'Er kam .\tEr ging .\tcontradiction\n'
-                '"Sie sagte ""ja"" ."\tSie stimmte zu .\tentailment\n'
+                '\ufeffEr kam .\tEr ging .\tcontradiction\r\n'
+                '"Sie sagte ""ja"" ."\tSie stimmte zu .\tentailment\r\n'
                 '\n'
                 'A\tB\tcontradictory\n')
   rows = readers.read_pair_tsv(path, readers.XNLI_LABEL_IDS)
   assert rows == [
       {"sentence1": "Er kam .", "sentence2": "Er ging .", "label": 2},
-      {"sentence1": 'Sie sagte "ja" .', "sentence2": "Sie stimmte zu .",
+      {"sentence1": '"Sie sagte ""ja"" ."', "sentence2": "Sie stimmte zu .",
        "label": 0},
       {"sentence1": "A", "sentence2": "B", "label": 2},
   ]
+
+
+def test_read_pair_tsv_a_stray_quote_merges_no_rows(tmp_path):
+  # A sentence opening with '"' in a file not written by csv.writer: with
+  # csv's default quoting it swallowed the rows up to the next quote.
+  rows = [f"s{i}\tt{i}\t{i % 2}" for i in range(16)]
+  rows[3] = '"Quoted start\tt3\t1'
+  rows[7] = 'end quote"\tt7\t1'
+  path = _write(tmp_path, "train-en.tsv", "\n".join(rows) + "\n")
+  examples = readers.read_pair_tsv(path, readers.PAWSX_LABEL_IDS)
+  assert len(examples) == 16
+  assert examples[3]["sentence1"] == '"Quoted start'
+  assert examples[7]["sentence1"] == 'end quote"'
+  # A row whose quote once hid a tab is now its own line's error.
+  rows[5] = '"a\tb"\tc\t0'
+  path = _write(tmp_path, "dev-en.tsv", "\n".join(rows) + "\n")
+  with pytest.raises(ValueError, match=r"dev-en.tsv, line 6: expected 3 "
+                     r"tab-separated fields .* found 4"):
+    readers.read_pair_tsv(path, readers.PAWSX_LABEL_IDS)
+
+
+def test_read_pair_tsv_long_fields_and_line_ends_as_text_mode(tmp_path):
+  # Past csv's 131,072-character field limit; U+2028, U+0085, form feed and
+  # \x1c are inside a sentence, not line ends (text mode ends lines at
+  # \n, \r\n and \r only).
+  long = "x" * 200_000
+  inner = "a\u2028b\u0085c\x0cd\x1ce"
+  path = _write(tmp_path, "dev-en.tsv",
+                f"{long}\tshort\t1\r{inner}\tz\t0\r\nlast\tone\t1")
+  rows = readers.read_pair_tsv(path, readers.PAWSX_LABEL_IDS)
+  assert [(len(r["sentence1"]), r["label"]) for r in rows] == [
+      (200_000, 1), (len(inner), 0), (4, 1)]
+  assert rows[1]["sentence1"] == inner
 
 
 def test_read_pair_tsv_pawsx_unlabelled_test_file(tmp_path):

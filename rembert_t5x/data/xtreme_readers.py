@@ -7,8 +7,8 @@ names for Tatoeba:
   xnli/train-en.tsv, xnli/dev-{lang}.tsv, xnli/test-{lang}.tsv
       sentence1 <TAB> sentence2 <TAB> label, no header; labels are
       "entailment" / "neutral" / "contradiction" ("contradictory" is accepted
-      as XNLI's original spelling). Written with Python's csv module, so a
-      field holding a double quote is csv-quoted.
+      as XNLI's original spelling). Read as XTREME reads them: fields split
+      at tabs only, quote characters kept as written (docs/FIDELITY.md).
   pawsx/train-en.tsv, pawsx/dev-{lang}.tsv, pawsx/test-{lang}.tsv
       the same three columns; labels "0" (different meaning) / "1"
       (paraphrase).
@@ -35,7 +35,6 @@ Every malformed line raises ValueError naming the file, the 1-based line
 number and the field; an empty file raises ValueError naming the file.
 """
 
-import csv
 import os
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -76,6 +75,9 @@ UNLABELLED_SPLITS = ("test",)
 def _open_lines(path: str) -> List[str]:
   """Returns the lines of a UTF-8 file without line ends; errors name it."""
   try:
+    # bytes.splitlines() ends lines at "\n", "\r\n" and "\r" only, as
+    # XTREME's text-mode reads do; str.splitlines() would also end them
+    # inside a sentence, at U+2028, U+0085, form feeds and the like.
     with open(path, "rb") as f:
       raw_lines = f.read().splitlines()
   except OSError as e:
@@ -120,14 +122,21 @@ def read_pair_tsv(path: str,
       label, an empty sentence, or an empty file.
   """
   lines = _open_lines(path)
+  # XTREME's processors read these files with transformers'
+  # `DataProcessor._read_tsv`: utf-8-sig, lines split in text mode, csv with
+  # quotechar=None, i.e. tabs only and no quote processing. XTREME wrote them
+  # with csv.writer, which wraps a field holding '"' in quotes and doubles
+  # it; its models see those quotes as written, and so do ours. Splitting
+  # each line ourselves also makes a stray quote a field-count error of its
+  # own line rather than a merge of the lines after it, and has no csv field
+  # size limit.
+  if lines and lines[0].startswith("\ufeff"):
+    lines[0] = lines[0][1:]
   examples = []
-  # csv handles the quoting XTREME's csv.writer applied; line numbers come
-  # from the reader so multi-line quoted fields still report the right line.
-  reader = csv.reader(lines, delimiter="\t")
-  for row in reader:
-    line_number = reader.line_num
-    if not row or all(not cell.strip() for cell in row):
+  for line_number, line in enumerate(lines, start=1):
+    if not line.strip():
       continue
+    row = line.split("\t")
     if len(row) not in (2, 3):
       raise ValueError(
           f"{path}, line {line_number}: expected 3 tab-separated fields "

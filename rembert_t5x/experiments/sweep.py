@@ -486,8 +486,43 @@ def t5x_commands(workdir: str, points: Sequence[GridPoint], model_gin: str,
   return lines
 
 
+def _items(flag: str, text: str, parse: Callable[[str], Any], what: str
+           ) -> List[Any]:
+  """The comma-separated values of `--flag`, each parsed by `parse`.
+
+  Raises:
+    errors.UserError: naming the flag and the item that is not `what`, or
+      an item given twice (its runs would count twice in the table).
+  """
+  values = []
+  for item in text.split(","):
+    try:
+      value = parse(item.strip())
+    except ValueError:
+      value = None
+    if value is None:
+      raise errors.UserError(f"--{flag}={text}: {item!r} is not {what}")
+    if value in values:
+      raise errors.UserError(f"--{flag}={text}: {item.strip()} is given "
+                             "twice")
+    values.append(value)
+  return values
+
+
+def _learning_rate(text: str) -> Optional[float]:
+  value = float(text)
+  return value if 0 < value < math.inf else None
+
+
 def _floats(text: Optional[str]) -> Optional[List[float]]:
-  return [float(x) for x in text.split(",")] if text else None
+  if text is None:
+    return None
+  return _items("learning_rates", text, _learning_rate,
+                "a positive finite number")
+
+
+def _seeds(text: str) -> List[int]:
+  return _items("seeds", text, int, "an integer")
 
 
 def _define_flags(fv: flags.FlagValues) -> None:
@@ -560,7 +595,28 @@ def _local_config(args, model_gin: Optional[str]):
     raise errors.UserError(str(e)) from e
 
 
+# What leaving each count flag unset means, for the message refusing 0.
+_UNSET = {"train_steps": "each grid's steps then come from its epochs",
+          "batch_size": "each grid keeps its own",
+          "vocab_size": "the model's own is used"}
+
+
+def _check_counts(args) -> None:
+  """Refuses a count flag below 1 (unset is None; 0 is not read as unset).
+
+  Raises:
+    errors.UserError: naming the flag, its value and what unset means.
+  """
+  for name, unset in _UNSET.items():
+    value = getattr(args, name)
+    if value is not None and value < 1:
+      raise errors.UserError(f"--{name} must be at least 1, got {value} "
+                             f"(leave it unset: {unset})")
+
+
 def _main(args) -> None:
+  _check_counts(args)
+  learning_rates, seeds = _floats(args.learning_rates), _seeds(args.seeds)
   paper = _paper(args)
   tasks = experiment_tasks(args.experiment)
   if args.tasks:
@@ -570,7 +626,8 @@ def _main(args) -> None:
                           f"{sorted(unknown)}; tasks: {sorted(tasks)}")
     tasks = {n: tasks[n] for n in args.tasks.split(",")}
   overrides = {k: v for k, v in (("train_steps", args.train_steps),
-                                 ("batch_size", args.batch_size)) if v}
+                                 ("batch_size", args.batch_size))
+               if v is not None}
   tasks = {n: dataclasses.replace(t, **overrides) for n, t in tasks.items()}
   if not args.pretrained:
     raise errors.UserError("--pretrained is required (a pre-training MODEL_DIR, "
@@ -600,8 +657,7 @@ def _main(args) -> None:
         args.submission_dir, os.path.abspath(args.xtreme_dir),
         args.submission_split, tuple(languages) if languages else None)
     submission.check_inputs(request, list(tasks.values()))
-  points = expand_grid(tasks, _floats(args.learning_rates),
-                       [int(s) for s in args.seeds.split(",")])
+  points = expand_grid(tasks, learning_rates, seeds)
   model_gin = args.model_gin or (
       "gin_configs/models/tiny.gin" if args.experiment == "demo" else None)
   if args.runner == "t5x":
@@ -619,7 +675,7 @@ def _main(args) -> None:
     # Deferred: registers every task (seqio, TensorFlow).
     pass  # pylint: disable=g-import-not-at-top,unused-import
   config, config_source = _local_config(args, model_gin)
-  if vocab_size:
+  if vocab_size is not None:
     config = dataclasses.replace(config, vocab_size=vocab_size)
   table = run_local(args.workdir, points, config, args.pretrained,
                     f"Sweep {args.experiment} ({config_source})",

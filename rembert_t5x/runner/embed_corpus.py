@@ -458,9 +458,37 @@ def _define_flags(fv: flags.FlagValues) -> None:
   flags.DEFINE_string("work_dir", None, "the pass's folder (a rerun resumes)",
                       flag_values=fv, required=True)
   flags.DEFINE_integer("chunk_size", CHUNK_SIZE, "sentences per chunk file",
-                       flag_values=fv)
+                       flag_values=fv, lower_bound=1)
   flags.DEFINE_integer("batch_size", BATCH_SIZE, "rows per model call",
-                       flag_values=fv)
+                       flag_values=fv, lower_bound=1)
+
+
+def read_corpus(path: str) -> list[str]:
+  r"""The sentences of a one-sentence-a-line corpus file, in order.
+
+  Lines end where Python's text-mode iteration ends them (XTREME's
+  `text_load_unify` iterates the file): at "\n", "\r\n" and "\r" only.
+  `str.splitlines()` would also cut a sentence at U+2028, U+0085 or a form
+  feed, one embedding too many and every later row misaligned. Blank lines
+  are sentences too (their rows keep the alignment).
+
+  Raises:
+    errors.UserError: the file cannot be read, is not UTF-8 or has no line.
+  """
+  try:
+    with open(path, encoding="utf-8", newline=None) as f:
+      text = f.read()
+  except (OSError, UnicodeDecodeError) as e:
+    raise errors.UserError(f"--sentences {path}: {e}") from e
+  # Universal newlines left "\n" as the only line end; one at the very end
+  # ends the last line rather than starting another.
+  sentences = text.split("\n")
+  if sentences[-1] == "":
+    sentences.pop()
+  if not sentences:
+    raise errors.UserError(f"--sentences {path}: the file is empty (one "
+                           "sentence a line)")
+  return sentences
 
 
 def _random_encoder(model_gin: str, vocab: Optional[str], work_dir: str,
@@ -488,11 +516,7 @@ def _random_encoder(model_gin: str, vocab: Optional[str], work_dir: str,
 def _main(fv: flags.FlagValues) -> None:
   if bool(fv.pretrained) == bool(fv.model_gin):
     raise errors.UserError("pass one of --pretrained and --model_gin")
-  try:
-    with open(fv.sentences, encoding="utf-8") as f:
-      sentences = f.read().splitlines()
-  except (OSError, UnicodeDecodeError) as e:
-    raise errors.UserError(f"--sentences {fv.sentences}: {e}") from e
+  sentences = read_corpus(fv.sentences)
   settings = {"chunk_size": fv.chunk_size, "batch_size": fv.batch_size}
   if fv.pretrained:
     encoder = load_encoder(fv.pretrained, fv.work_dir, **settings)
