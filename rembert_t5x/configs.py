@@ -20,6 +20,7 @@ import logging
 import os
 import pathlib
 import re
+import tokenize
 from typing import Optional, Sequence, Union
 
 import flax
@@ -82,7 +83,8 @@ def parse_gin(
     for f in gin_files:
       try:
         gin.parse_config_file(f)
-      except (ValueError, IOError, SyntaxError, KeyError) as e:
+      except (ValueError, IOError, SyntaxError, KeyError,
+              tokenize.TokenError) as e:  # TokenError: an unclosed bracket
         raise GinConfigError(f"gin file {f}: {errors.first_line(e)}") from e
       except TypeError as e:
         raise GinConfigError(
@@ -91,7 +93,7 @@ def parse_gin(
   for b in bindings:
     try:
       gin.parse_config(b)
-    except (ValueError, SyntaxError, KeyError) as e:
+    except (ValueError, SyntaxError, KeyError, tokenize.TokenError) as e:
       raise GinConfigError(f"gin binding {b!r}: {_explain_binding(b, e)}"
                            ) from e
   if bindings:
@@ -153,11 +155,20 @@ def _explain_binding(binding: str, e: BaseException) -> str:
       return f"no configurable named {wanted!r}{hint}"
   except Exception:  # pylint: disable=broad-except
     return errors.first_line(e)  # the registry's internals changed
+  key, _, value = binding.partition("=")
+  key, value = key.strip(), value.strip()
   if isinstance(e, SyntaxError) and "ast.Name" in message:
-    key, _, value = binding.partition("=")
-    return (f"{value.strip()!r} is not a Python literal: quote it: "
-            f"--gin.{key.strip()}=\"'{value.strip()}'\"")
+    return (f"{value!r} is not a Python literal: quote it: "
+            f"--gin.{key}=\"'{value}'\"")
+  if isinstance(e, SyntaxError) and _UNQUOTED.fullmatch(value):
+    # A path such as /tmp/m or ~/m, where gin says only "Unable to parse".
+    return (f"{errors.first_line(e)} (gin values are Python literals: quote "
+            f"strings, e.g. --gin.{key}=\"'{value}'\")")
   return errors.first_line(e)
+
+
+# A bare word or path: no quotes, brackets, gin references or separators.
+_UNQUOTED = re.compile(r"[^\s'\"\[\](){}@%,=]+")
 
 
 class _GinSearchMiss(logging.Filter):
@@ -266,6 +277,48 @@ def config_from_gin(
   except (ValueError, TypeError) as e:  # TypeError: a required macro unset
     raise GinConfigError(
         f"gin file {', '.join(gin_files)}: {errors.first_line(e)}") from e
+
+
+@contextlib.contextmanager
+def model_config_errors(gin_files: Sequence[str], bindings: Sequence[str] = ()):
+  """Reports a `RemBertConfig` that gin builds from bad values as one line.
+
+  The run files build the model inside the call of the entry point (gin
+  evaluates `@network.RemBertConfig()` then), so a size that does not fit
+  (`--gin.EMBED_DIM=128` with 4 heads of 16) raises the config's
+  ValueError from deep inside gin. Wrap that call in this.
+
+  Raises:
+    GinConfigError: naming the gin files, the bindings and the config's
+      message, for a ValueError that `RemBertConfig` raised while gin built
+      it; any other error passes through as it is.
+  """
+  try:
+    yield
+  except ValueError as e:
+    if not _raised_by_gin_config(e):
+      raise
+    where = ", ".join(str(f) for f in gin_files)
+    # As the command line gave them: --gin.KEY=VALUE.
+    given = " ".join("--gin.{}={}".format(*(part.strip() for part in
+                                             b.partition("=")[::2]))
+                     for b in bindings)
+    raise GinConfigError(
+        f"the model of gin files {where}" + (f" {given}" if given else "")
+        + f": {errors.first_line(e)}") from e
+
+
+def _raised_by_gin_config(e: BaseException) -> bool:
+  """Whether `e` comes from `RemBertConfig`'s checks, called by gin."""
+  if "In call to configurable 'RemBertConfig'" not in str(e):
+    return False
+  checks = network.RemBertConfig.__post_init__.__code__
+  tb = e.__traceback__
+  while tb is not None:
+    if tb.tb_frame.f_code is checks:
+      return True
+    tb = tb.tb_next
+  return False
 
 
 def _param_count(module: flax.linen.Module, length: int = 8) -> int:

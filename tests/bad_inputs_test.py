@@ -169,6 +169,29 @@ def test_task_module_not_importable(tmp_path, capsys):
           "No module named 'no_such_module'") in err
 
 
+def test_unquoted_path_in_a_binding_says_to_quote_it(run_gin, capsys):
+  err = _cli_error(train._main, [f"--gin_file={run_gin}",
+                                 "--gin.MODEL_DIR=/tmp/m"], capsys)
+  assert err == ("error: gin binding 'MODEL_DIR = /tmp/m': Unable to parse "
+                 "value. (line 1) (gin values are Python literals: quote "
+                 "strings, e.g. --gin.MODEL_DIR=\"'/tmp/m'\")")
+
+
+@pytest.mark.parametrize("entry", ["train", "eval"])
+def test_model_sizes_that_do_not_fit(run_gin, tmp_path, capsys, entry):
+  """EMBED_DIM alone changed: 4 heads of 16 no longer make H."""
+  argv = ([train._main, f"--gin_file={run_gin}",
+           f"--gin.MODEL_DIR='{tmp_path / 'm'}'"] if entry == "train" else
+          [eval_lib._main, "--gin_file=gin_configs/runs/local_tiny_eval_pair.gin",
+           f"--gin.CHECKPOINT_PATH='{tmp_path / 'm'}'",
+           f"--gin.EVAL_OUTPUT_DIR='{tmp_path / 'out'}'"])
+  err = _cli_error(argv[0], argv[1:] + ["--gin.EMBED_DIM=128"], capsys)
+  assert err.startswith(f"error: the model of gin files {argv[1][11:]} ")
+  assert err.endswith(" --gin.EMBED_DIM=128: RemBertConfig: num_heads * "
+                      "head_dim = 4 * 16 = 64 must equal emb_dim (H) = 128")
+  assert not (tmp_path / "m").exists() and not (tmp_path / "out").exists()
+
+
 def test_model_dir_not_set(run_gin, capsys):
   err = _cli_error(train._main, [f"--gin_file={run_gin}"], capsys)
   assert "MODEL_DIR is not set" in err

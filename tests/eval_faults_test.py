@@ -327,6 +327,10 @@ def test_damaged_checkpoint(setup, tmp_path, out, capsys, damaged):
   err = _eval_error(capsys, model_dir, out, f"{PREFIX}good_pawsx_en")
   assert err.startswith(f"error: checkpoint {step_dir}: cannot read its "
                         f"{damaged}: ")
+  if damaged == "metadata":
+    assert err.startswith(
+        f"error: checkpoint {step_dir}: cannot read its metadata: orbax's "
+        f"metadata file {files[0]} is unreadable: ")
   assert err.endswith(
       "; if it is damaged, set CHECKPOINT_PATH to another of its "
       f"checkpoints, e.g. {model_dir / 'checkpoints' / '1'} (steps there: "
@@ -341,3 +345,26 @@ def test_damaged_checkpoint(setup, tmp_path, out, capsys, damaged):
         f"--gin.MIXTURE_OR_TASK_NAME='{PREFIX}good_pawsx_en'",
         "--gin.MIXTURE_OR_TASK_MODULE=None", "--gin.BATCH_SIZE=8"])
     assert "accuracy" in (out / "results.json").read_text()
+
+
+def test_checkpoint_without_its_metadata_file(setup, tmp_path, out, capsys):
+  """orbax reads no tree (only a logged warning) when `_METADATA` is gone:
+  the error names the file and the checkpoints left to try."""
+  model_dir = tmp_path / "m"
+  shutil.copytree(setup.model_dir, model_dir)
+  step_dir = model_dir / "checkpoints" / "2"
+  (step_dir / "default" / "_METADATA").unlink()
+  before = _contents(out)
+  reason = (f"error: checkpoint {step_dir}: cannot read its metadata: "
+            f"orbax's metadata file {step_dir / 'default' / '_METADATA'} is "
+            "missing; ")
+  err = _eval_error(capsys, model_dir, out, f"{PREFIX}good_pawsx_en")
+  assert err == reason + (
+      "if it is damaged, set CHECKPOINT_PATH to another of its checkpoints, "
+      f"e.g. {model_dir / 'checkpoints' / '1'} (steps there: 1, 2)")
+  shutil.rmtree(model_dir / "checkpoints" / "1")
+  err = _eval_error(capsys, model_dir, out, f"{PREFIX}good_pawsx_en")
+  assert err == reason + (
+      f"it is the only checkpoint in {model_dir / 'checkpoints'}: if it is "
+      "damaged, train or convert it again")
+  assert _contents(out) == before

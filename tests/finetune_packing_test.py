@@ -7,13 +7,17 @@ a segment that ends at the row's last token, an empty slot, empty padding
 rows, and a QA answer in the second segment of a row.
 """
 
+import dataclasses
+
 import jax
 import numpy as np
 import optax
 import pytest
 
+from rembert_t5x.common import errors
 from rembert_t5x import models
 from rembert_t5x.runner import finetune_packing
+from rembert_t5x.runner import train_config
 from rembert_t5x.runner import train_lib
 from tests import test_utils
 
@@ -194,3 +198,47 @@ def test_accumulated_packed_step_equals_the_unpacked_step(kind):
   _assert_same_gradients(
       jax.tree_util.tree_map(lambda a, b: a - b, new.params, params),
       jax.tree_util.tree_map(lambda a, b: a - b, new_packed.params, params))
+
+
+def test_an_example_of_zero_tokens_is_refused():
+  """An empty example would take a slot past its row's end (a NaN loss)."""
+  batch = _unpacked("pair", lengths=(5, 0, 3))
+  with pytest.raises(errors.UserError) as e:
+    finetune_packing.check_examples(batch, "task t, batch of step 3")
+  assert str(e.value) == (
+      "task t, batch of step 3: example 1 (0-based row of the unpacked "
+      "batch) has no tokens (segment_ids all 0); packing cannot place an "
+      "empty example: its [CLS] slot would lie past its row (1 empty of 3)")
+  with pytest.raises(ValueError, match=r"^pack: example 1 \(0-based row"):
+    finetune_packing.pack(batch, max_segments=3)
+  finetune_packing.check_examples(_unpacked("pair"), "ok")
+
+
+@pytest.mark.parametrize("kind", ["pair", "tagging"])
+def test_positions_are_made_when_the_batch_has_none(kind):
+  """Each packed example's positions restart at 0, given or not."""
+  batch = _unpacked(kind)
+  without = {k: v for k, v in batch.items() if k != "positions"}
+  segments = 3 if kind == "pair" else LENGTH
+  packed = finetune_packing.pack(batch, max_segments=segments, num_rows=6)
+  made = finetune_packing.pack(without, max_segments=segments, num_rows=6)
+  assert set(made) == set(packed)
+  for key in packed:
+    np.testing.assert_array_equal(made[key], packed[key], err_msg=key)
+    assert made[key].dtype == packed[key].dtype, key
+
+
+def test_row_span_softmax_with_packing_is_refused_with_the_settings():
+  """Checked by `train_config.validate`, before any data or compilation."""
+  model = test_utils.tiny_model("qa")
+  model.span_softmax = "row"
+  config = train_config.TrainConfig(
+      mixture_or_task_name="t", task_feature_lengths={"input_tokens": LENGTH},
+      train_steps=1)
+  with pytest.raises(errors.UserError) as e:
+    train_config.validate(model, config)
+  assert str(e.value) == (
+      "RemBertQAModel.span_softmax='row' needs one example per row, but "
+      "train.pack is None (packs the fine-tuning batches): set "
+      "train.pack=False, or span_softmax='own_tokens'")
+  train_config.validate(model, dataclasses.replace(config, pack=False))

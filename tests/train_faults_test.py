@@ -238,3 +238,23 @@ def test_unreadable_latest_checkpoint_is_set_aside_and_the_run_resumes(
   steps = [json.loads(l)["step"] for l in
            (model_dir / "metrics.jsonl").read_text().splitlines()]
   assert steps == sorted(set(steps)) and steps[-1] == 6
+
+
+@pytest.mark.parametrize("binding,name,old,new", [
+    ("train.train.batch_size=4", "train.batch_size (BATCH_SIZE)", "8", "4"),
+    ("train.train.task_feature_lengths={'input_tokens': 8}",
+     "train.task_feature_lengths (TASK_FEATURE_LENGTHS)",
+     "{'input_tokens': 16}", "{'input_tokens': 8}"),
+])
+def test_resuming_with_another_batch_shape_is_refused_and_changes_nothing(
+    capsys, run_gin, model_dir, binding, name, old, new):
+  """Its saved input pipeline would fail at the first batch, after
+  config.gin was replaced: refused before anything is written."""
+  before = _snapshot(model_dir)
+  err = _error(capsys, run_gin, model_dir, "--gin.train.train.train_steps=6",
+               f"--gin.{binding}")
+  assert err == (f"error: MODEL_DIR {model_dir} was trained with {name} = "
+                 f"{old}, this run sets {new}: a resume cannot change the "
+                 "batch's shape (its saved input pipeline is of the old one); "
+                 f"set it back to {old}, or use a new MODEL_DIR")
+  assert _snapshot(model_dir) == before

@@ -15,6 +15,7 @@ directory `checkpoints/<step>`.
 
 import contextlib
 import dataclasses
+import json
 import logging
 import pathlib
 import weakref
@@ -156,22 +157,54 @@ def tree_metadata(path: str, step: Optional[int] = None) -> dict[str, Any]:
   """The saved tree of array metadata (shapes, dtypes) of one checkpoint.
 
   Raises:
-    errors.UserError: the checkpoint's metadata cannot be read.
+    errors.UserError: the checkpoint's metadata cannot be read: `checkpoint
+      <step dir>: cannot read its metadata: <reason>`, the reason naming
+      orbax's `_METADATA` file when it is missing or unreadable (then the
+      error's cause is the OSError or ValueError of reading it).
   """
   root, _ = _locate(path)
   step = latest_step(path) if step is None else step
+  where = f"checkpoint {root / str(step)}: cannot read its metadata"
   with _reader(root) as manager:
     try:
       meta = manager.item_metadata(step)
     except Exception as e:  # orbax raises several types for a bad directory
-      raise errors.UserError(
-          f"checkpoint {root / str(step)}: cannot read its metadata: "
-          f"{errors.first_line(e)}") from e
+      problem = _metadata_file_problem(root / str(step))
+      reason = problem[0] if problem else errors.first_line(e)
+      raise errors.UserError(f"{where}: {reason}") from e
   tree = getattr(meta, "tree", meta)
   if not tree:
-    raise errors.UserError(
-        f"checkpoint {root / str(step)}: cannot read its metadata")
+    # orbax returns no tree, with a logged warning only, when the file of
+    # the tree (`_METADATA`) is gone.
+    problem = _metadata_file_problem(root / str(step))
+    if problem:
+      raise errors.UserError(f"{where}: {problem[0]}") from problem[1]
+    raise errors.UserError(f"{where}: orbax found no tree of arrays in it")
   return dict(tree)
+
+
+# orbax's file of the saved tree (names, shapes, dtypes) in an item directory.
+METADATA_FILE = "_METADATA"
+
+
+def _metadata_file_problem(step_dir: pathlib.Path
+                           ) -> Optional[tuple[str, BaseException]]:
+  """(what is wrong, the error) with the step's `_METADATA`, or None.
+
+  The file sits in the item directory (`default/`, the one item every
+  checkpoint here has), or in the step directory itself in orbax's older
+  single-item layout.
+  """
+  item = step_dir / "default"
+  metadata = (item if item.is_dir() else step_dir) / METADATA_FILE
+  try:
+    json.loads(metadata.read_bytes())
+  except FileNotFoundError as e:
+    return f"orbax's metadata file {metadata} is missing", e
+  except (OSError, ValueError) as e:
+    return (f"orbax's metadata file {metadata} is unreadable: "
+            f"{errors.first_line(e)}", e)
+  return None
 
 
 def _restore_numpy(root: pathlib.Path, step: int, item: dict,

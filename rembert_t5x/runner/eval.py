@@ -579,7 +579,8 @@ def _main(fv: flags.FlagValues) -> None:
                     search_paths=fv.gin_search_paths)
   # Every argument, the directories (= %CHECKPOINT_PATH, %EVAL_OUTPUT_DIR)
   # included, comes from gin.
-  print(json.dumps(evaluate()["tasks"]))
+  with configs.model_config_errors(fv.gin_file, fv.gin_bindings):
+    print(json.dumps(evaluate()["tasks"]))
 
 
 def main(argv=None) -> None:

@@ -10,7 +10,9 @@ rows, first-fit by decreasing length, each example contiguous:
 
   token features  copied to the example's place in its row; `segment_ids`
                   become 1..k (the k-th example of the row), `positions`
-                  restart at 0 for each example (they are the example's own).
+                  restart at 0 for each example (they are the example's own;
+                  a batch without them gets 0..m-1 for an example of m
+                  tokens, what the network assumes for an unpacked row).
   per-example     `[R, S]`, one slot per example of the row (S =
   features        `max_segments`); positions into the example
                   (`start_positions`, `end_positions`) are shifted by its
@@ -27,6 +29,10 @@ the unpacked step and, without dropout, computes the same loss and
 gradient up to float rounding (tests/finetune_packing_test.py). Dropout
 draws other masks for another layout, as for another seed.
 
+Every example must have a token: one of zero tokens would sit at its row's
+end with its [CLS] slot past the row, and its loss would be NaN where the
+unpacked loss is finite; `check_examples` refuses it, and `pack` too.
+
 Row counts vary per step; `pack_step` rounds them up to a multiple of a
 bucket (an eighth of the micro batch, and of the mesh's data axis), so a
 run compiles at most about eight step programs.
@@ -37,6 +43,7 @@ from typing import Mapping, Optional
 
 import numpy as np
 
+from rembert_t5x.common import errors
 from rembert_t5x import feature_converters
 
 # Per-example features that index into the example's tokens.
@@ -53,6 +60,32 @@ DEFAULT_MAX_SEGMENTS = 8
 def example_lengths(batch: Mapping[str, np.ndarray]) -> np.ndarray:
   """`[N]` real tokens of each row of an unpacked batch."""
   return np.sum(batch["segment_ids"] > 0, axis=-1)
+
+
+def _empty_example_error(lengths: np.ndarray, where: str) -> Optional[str]:
+  """The message for the first example without tokens, or None."""
+  empty = np.flatnonzero(lengths == 0)
+  if not empty.size:
+    return None
+  return (f"{where}: example {int(empty[0])} (0-based row of the unpacked "
+          "batch) has no tokens (segment_ids all 0); packing cannot place "
+          "an empty example: its [CLS] slot would lie past its row "
+          f"({empty.size} empty of {lengths.size})")
+
+
+def check_examples(batch: Mapping[str, np.ndarray], where: str) -> None:
+  """Refuses an unpacked batch that holds an example of zero tokens.
+
+  Args:
+    batch: the unpacked batch, one example per row.
+    where: what the message starts with, e.g. "task t, batch of step 3".
+
+  Raises:
+    errors.UserError: naming `where` and the first empty example's index.
+  """
+  message = _empty_example_error(example_lengths(batch), where)
+  if message:
+    raise errors.UserError(message)
 
 
 def has_slot_features(batch: Mapping[str, np.ndarray]) -> bool:
@@ -97,16 +130,21 @@ def pack(batch: Mapping[str, np.ndarray], max_segments: int,
       zero weights); default as many as needed.
 
   Returns:
-    The packed batch: token features `[R, L]`; per-example features,
+    The packed batch: token features `[R, L]` (`positions` among them,
+    made if the batch has none); per-example features,
     `slot_offsets` and `slot_weights` `[R, S]` (none of these for a batch
     without per-example features).
 
   Raises:
-    ValueError: `num_rows` is fewer rows than the examples need.
+    ValueError: `num_rows` is fewer rows than the examples need, or an
+      example has no tokens (`check_examples` says so as a UserError).
   """
   tokens = batch["input_tokens"]
   n, length = tokens.shape
   lengths = example_lengths(batch)
+  empty = _empty_example_error(lengths, "pack")
+  if empty:
+    raise ValueError(empty)
   rows = assign_rows(lengths, length, max_segments)
   num_rows = len(rows) if num_rows is None else num_rows
   if num_rows < len(rows):
@@ -120,6 +158,8 @@ def pack(batch: Mapping[str, np.ndarray], max_segments: int,
     raise ValueError(f"features {sorted(other)} are neither per token nor "
                      "per example: cannot pack them")
   out = {k: np.zeros((num_rows, length), batch[k].dtype) for k in token_keys}
+  if "positions" not in out:  # made: each example's own 0..m-1
+    out["positions"] = np.zeros((num_rows, length), np.int32)
   if slot_keys:
     for k in slot_keys:
       out[k] = np.zeros((num_rows, max_segments), batch[k].dtype)
@@ -131,6 +171,8 @@ def pack(batch: Mapping[str, np.ndarray], max_segments: int,
       end = offset + int(lengths[i])
       for k in token_keys:
         out[k][r, offset:end] = batch[k][i, :end - offset]
+      if "positions" not in token_keys:
+        out["positions"][r, offset:end] = np.arange(end - offset)
       out["segment_ids"][r, offset:end] = s + 1
       if slot_keys:
         for k in slot_keys:

@@ -18,17 +18,20 @@ deleted after every save. A state a machine crash left unreadable (tf.data
 does not fsync) falls back the same way.
 
 tf.data checks only the pipeline's structure: a state restores into a
-pipeline changed in a constant (another batch size, seed or task of the same
-shape) and continues from its position, as under T5X; the runner's resume
-assumes an unchanged run file. One host: the runner reads the whole batch on
-one process.
+pipeline changed in a constant (a seed or a task of the same shape) and
+continues from its position, as under T5X; the runner's resume assumes an
+unchanged run file. A change of the batch's shape (batch size, sequence
+lengths, tf.data packing) would restore and then fail at the first batch, so
+each state records those settings (`pipeline.json`) and `check_settings`
+refuses a resume that changes them, before the run writes anything. One
+host: the runner reads the whole batch on one process.
 """
 
 import json
 import os
 import pathlib
 import shutil
-from typing import Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 from absl import logging
 import tensorflow as tf
@@ -49,9 +52,19 @@ def state_dir(model_dir: pathlib.Path, step: int) -> pathlib.Path:
   return _root(model_dir) / str(step)
 
 
+# The settings that fix a batch's shape, as `pipeline.json` records them:
+# {key: the setting's name in messages}.
+SHAPE_SETTINGS = {
+    "batch_size": "train.batch_size (BATCH_SIZE)",
+    "task_feature_lengths": "train.task_feature_lengths (TASK_FEATURE_LENGTHS)",
+    "pack": "train.pack (tf.data packing)",
+}
+
+
 def save(iterator: inputs.InputIterator, model_dir: pathlib.Path,
-         step: int) -> bool:
-  """Writes the iterator's state of `step`.
+         step: int, settings: Optional[Mapping[str, Any]] = None) -> bool:
+  """Writes the iterator's state of `step`, with `settings` (the pipeline's
+  `SHAPE_SETTINGS`, JSON values) beside it for `check_settings`.
 
   Returns False if the pipeline cannot be saved (a Python generator or
   `tf.numpy_function` in it: the XTREME readers, QA windows); resumes of
@@ -70,8 +83,8 @@ def save(iterator: inputs.InputIterator, model_dir: pathlib.Path,
     iterator.save(str(temporary / _PREFIX))
     # The pipeline to restore it into (`InputIterator`): one that skipped
     # as many batches when it was built, if this run resumed by skipping.
-    (temporary / _PIPELINE).write_text(
-        json.dumps({"skip_batches": iterator.skip_batches}))
+    (temporary / _PIPELINE).write_text(json.dumps(
+        {"skip_batches": iterator.skip_batches, **dict(settings or {})}))
   except tf.errors.FailedPreconditionError as e:
     shutil.rmtree(temporary, ignore_errors=True)
     logging.info(
@@ -127,3 +140,33 @@ def prune(model_dir: pathlib.Path, keep: Iterable[int]) -> None:
   for entry in root.iterdir():
     if entry.name not in names:
       shutil.rmtree(entry, ignore_errors=True)
+
+
+def check_settings(model_dir: pathlib.Path, steps: Iterable[int],
+                   settings: Mapping[str, Any]) -> None:
+  """Refuses to resume MODEL_DIR with other batch-shape settings.
+
+  Compares `settings` with those that the newest iterator state of the
+  committed `steps` was saved with (states saved without them, and states
+  of steps orbax never committed, are not compared).
+
+  Raises:
+    errors.UserError: naming the first setting that differs, its saved and
+      its new value, and MODEL_DIR.
+  """
+  for step in sorted(steps, reverse=True):
+    try:
+      saved = json.loads((state_dir(model_dir, step) / _PIPELINE).read_text())
+    except (OSError, ValueError):
+      continue
+    if not isinstance(saved, dict) or not set(SHAPE_SETTINGS) & set(saved):
+      continue
+    for key, name in SHAPE_SETTINGS.items():
+      new = json.loads(json.dumps(settings[key]))  # as it would be saved
+      if key in saved and saved[key] != new:
+        raise errors.UserError(
+            f"MODEL_DIR {model_dir} was trained with {name} = {saved[key]!r}, "
+            f"this run sets {new!r}: a resume cannot change the batch's "
+            f"shape (its saved input pipeline is of the old one); set it back "
+            f"to {saved[key]!r}, or use a new MODEL_DIR")
+    return

@@ -12,7 +12,8 @@ SeqIO tasks through the model's feature converter. Writes to MODEL_DIR:
                          temporary name and renamed, so a crash never leaves
                          a half-written "latest" checkpoint)
   input_iterator/<step>/ the input pipeline's position at each of those
-                         steps (`checkpoint_input_iterator`, runner/
+                         steps and the settings that fix its batches' shape
+                         (`checkpoint_input_iterator`, runner/
                          input_checkpoints.py)
   metrics.jsonl          one JSON object per logged step: step, loss,
                          learning_rate, tokens_per_s, ...
@@ -30,7 +31,9 @@ consumed batches are not read again; without one the deterministic pipeline
 skips them) and the same dropout keys (folded from the step), so a run
 killed at any point (even with SIGKILL, even inside a checkpoint save) and
 restarted with the same command ends with the losses of an uninterrupted
-run. metrics.jsonl and config.gin are replaced atomically (io_utils).
+run. metrics.jsonl and config.gin are replaced atomically (io_utils). A
+restart that would change the batch's shape (batch size, sequence lengths,
+tf.data packing) is refused before anything in MODEL_DIR is written.
 Reading checkpoints (eval, the converters, experiments) goes through
 `runner.checkpoints`, not through this module. tests/resume_test.py kills
 this runner mid-step and mid-save from outside (tests/crashing_train.py).
@@ -153,8 +156,7 @@ def _input_iterator(model, config: train_config.TrainConfig,
   make_dataset = functools.partial(
       inputs.make_dataset, model, config.mixture_or_task_name,
       config.task_feature_lengths, config.batch_size, "train",
-      config.data_seed,
-      config.pack is True and not train_config.host_packs(model, config))
+      config.data_seed, _tf_data_packs(model, config))
   if start and config.checkpoint_input_iterator:
     data = input_checkpoints.restore(make_dataset, out_dir, start)
     if data is not None:
@@ -387,19 +389,22 @@ def _check_finite(config: train_config.TrainConfig, step: int, metrics,
 
 def _save_checkpoint(mngr: ocp.CheckpointManager, data: inputs.InputIterator,
                      out_dir: pathlib.Path, step: int, state,
-                     save_iterator: bool) -> bool:
+                     save_iterator: Optional[dict[str, Any]]
+                     ) -> Optional[dict[str, Any]]:
   """Checkpoints `state` as step `step`.
 
-  The input iterator's state is written first (when `save_iterator`), so a
-  step that orbax has committed has it; iterator states whose checkpoint
-  is gone are then pruned.
+  The input iterator's state is written first (when `save_iterator`, the
+  pipeline's settings to record with it), so a step that orbax has
+  committed has it; iterator states whose checkpoint is gone are then
+  pruned.
 
   Returns:
-    Whether to go on saving the iterator's state (False after a failed
-    save, `input_checkpoints.save`).
+    `save_iterator`, or None after a failed save of the iterator's state
+    (`input_checkpoints.save`): later steps do not try again.
   """
-  if save_iterator:
-    save_iterator = input_checkpoints.save(data, out_dir, step)
+  if save_iterator is not None:
+    if not input_checkpoints.save(data, out_dir, step, save_iterator):
+      save_iterator = None
   mngr.save(step, args=ocp.args.StandardSave(state), force=True)
   input_checkpoints.prune(out_dir, mngr.all_steps())
   return save_iterator
@@ -438,7 +443,10 @@ def _train_loop(model, config: train_config.TrainConfig, *, step_fn, state,
   bar = tqdm.tqdm(total=config.train_steps, initial=start, unit="step",
                   disable=not config.progress_bar, dynamic_ncols=True)
   dropout_rng = jax.random.fold_in(jax.random.PRNGKey(config.seed), 1)
-  save_iterator = config.checkpoint_input_iterator  # off after a failed save
+  # The settings saved with each iterator state; None: no state is saved
+  # (off, or after a failed save).
+  save_iterator = (_pipeline_settings(model, config)
+                   if config.checkpoint_input_iterator else None)
   # Step N's finite flag (computed on device by the step program) is read on
   # the host once step N + 1 has been dispatched: the host waits for step N
   # while N + 1 is queued behind it, so the device does not idle while the
@@ -455,6 +463,9 @@ def _train_loop(model, config: train_config.TrainConfig, *, step_fn, state,
       batch = inputs.next_batch(data, config.mixture_or_task_name, step)
       inputs.check_batch(model, batch, config.mixture_or_task_name, step)
       if pack is not None:
+        finetune_packing.check_examples(
+            batch, f"task {config.mixture_or_task_name}, batch of step "
+            f"{step + 1}")
         batch = pack(batch)
       shapes.add(batch["input_tokens"].shape)
       state, metrics = step_fn(state, batch, dropout_rng)
@@ -539,7 +550,35 @@ def train_model(model, config: train_config.TrainConfig) -> dict[str, float]:
     done = _finished_run(model, out_dir, config)
     if done is not None:
       return done
+    _check_resume_settings(model, config, out_dir)
     return _run_locked(model, config, out_dir)
+
+
+def _pipeline_settings(model, config: train_config.TrainConfig
+                       ) -> dict[str, Any]:
+  """The settings that fix the shape of the input pipeline's batches
+  (`input_checkpoints.SHAPE_SETTINGS`), saved with each iterator state."""
+  return {"batch_size": config.batch_size,
+          "task_feature_lengths": dict(config.task_feature_lengths),
+          "pack": _tf_data_packs(model, config)}
+
+
+def _tf_data_packs(model, config: train_config.TrainConfig) -> bool:
+  """Whether the tf.data pipeline packs (MLM), not the host (fine-tuning)."""
+  return config.pack is True and not train_config.host_packs(model, config)
+
+
+def _check_resume_settings(model, config: train_config.TrainConfig,
+                           out_dir: pathlib.Path) -> None:
+  """Refuses a resume that changes the batch's shape, before MODEL_DIR is
+  written: its saved input pipeline would fail at the first batch, after
+  config.gin was replaced (`input_checkpoints.check_settings`)."""
+  try:
+    saved = checkpoints.steps(str(out_dir / "checkpoints"))
+  except errors.UserError:  # no checkpoints directory, or nothing committed
+    return
+  input_checkpoints.check_settings(out_dir, saved,
+                                   _pipeline_settings(model, config))
 
 
 def _finished_run(model, out_dir: pathlib.Path,
@@ -628,7 +667,8 @@ def _main(fv: flags.FlagValues) -> None:
   configs.parse_gin(fv.gin_file, fv.gin_bindings,
                     search_paths=fv.gin_search_paths)
   # Every argument, model_dir (= %MODEL_DIR) included, comes from gin.
-  print(json.dumps(train()))
+  with configs.model_config_errors(fv.gin_file, fv.gin_bindings):
+    print(json.dumps(train()))
 
 
 def main(argv=None) -> None:

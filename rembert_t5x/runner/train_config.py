@@ -241,6 +241,12 @@ def validate(model, config: TrainConfig) -> TrainConfig:
         f"batch_size {config.batch_size} is not divisible by "
         f"grad_accum_steps {config.grad_accum_steps}")
   _check_lengths(model, config.task_feature_lengths)
+  if (getattr(model, "span_softmax", None) == "row"
+      and host_packs(model, config)):
+    raise errors.UserError(
+        f"{type(model).__name__}.span_softmax='row' needs one example per "
+        f"row, but train.pack is {config.pack!r} (packs the fine-tuning "
+        "batches): set train.pack=False, or span_softmax='own_tokens'")
   return dataclasses.replace(
       config, model_dir=_local_path(config.model_dir, "model_dir"),
       init_checkpoint=_local_path(config.init_checkpoint, "init_checkpoint"))
