@@ -81,14 +81,18 @@ def test_same_loss_and_gradients_as_plain_network(reference, scan, policy):
   assert float(loss) == float(ref_loss)
   got, want = _leaves(layer_stacking.unstack_layers(grads)), _leaves(ref_grads)
   assert set(got) == set(want)
-  for name in want:
-    if scan:
-      # The scanned backward pass sums the per-layer weight gradients in
-      # another order: float32 rounding (measured <= 2e-7 here).
-      np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6,
-                                 err_msg=name)
-    else:  # remat alone recomputes the same ops: bit-identical
-      np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+  if scan:
+    # The scanned backward pass sums the per-layer weight gradients in
+    # another order: the tiny model's float32 gradient bound, normwise
+    # (measured <= 2e-7 here); a mixed-up layer moves leaves by O(1).
+    positions = int(batch["input_tokens"].size)
+    length = batch["input_tokens"].shape[1]
+    test_utils.assert_trees_close_normwise(
+        got, want, test_utils.tiny_gradient_rtol(CFG, length, ("mlm",),
+                                                 positions), positions)
+    return
+  for name in want:  # remat alone recomputes the same ops: bit-identical
+    np.testing.assert_array_equal(got[name], want[name], err_msg=name)
 
 
 def test_scanned_tree_layout_and_axes():
@@ -145,7 +149,10 @@ def test_finetuning_init_across_layouts():
     assert "pretraining_only_layers" not in params["encoder"]
     outputs.append(network.RemBertEncoder(ft_cfg).apply(
         {"params": params["encoder"]}, tokens))
-  np.testing.assert_allclose(outputs[0], outputs[1], rtol=1e-6, atol=1e-6)
+  # Scanned vs unrolled encoder: its float32 forward bound, normwise.
+  atol = test_utils.float32_chain_rtol(test_utils.tiny_network_reductions(
+      CFG, tokens.shape[1], (None,))) * float(np.abs(outputs[1]).max())
+  np.testing.assert_allclose(outputs[0], outputs[1], rtol=0, atol=atol)
 
 
 def test_unstacked_source_reads_scanned_checkpoint_per_layer():

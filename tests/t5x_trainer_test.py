@@ -107,9 +107,17 @@ def test_t5x_accumulate_grads_microbatched_gives_full_batch_gradient(kind):
   micro, micro_metrics, _ = trainer_lib.accumulate_grads_microbatched(
       model, state, models.with_full_batch_loss_weight(model, batch), rng,
       num_microbatches=3)
-  test_utils.assert_trees_close(micro, full, rtol=2e-5, atol=1e-7)
-  np.testing.assert_allclose(micro_metrics["loss"].compute(),
-                             full_metrics["loss"].compute(), rtol=1e-5)
+  # The same sums split three ways: the tiny model's float32 bounds.
+  rows, length = batch["input_tokens"].shape
+  head = test_utils.tiny_head(kind, length)
+  test_utils.assert_trees_close_normwise(
+      micro, full,
+      test_utils.tiny_gradient_rtol(CFG, length, head, rows * length),
+      rows * length)
+  np.testing.assert_allclose(
+      micro_metrics["loss"].compute(), full_metrics["loss"].compute(),
+      rtol=test_utils.float32_chain_rtol(test_utils.tiny_network_reductions(
+          CFG, length, head, rows * length)))
 
 
 def test_full_batch_loss_trainer_step_equals_the_full_batch_step():
@@ -145,7 +153,14 @@ def test_full_batch_loss_trainer_step_equals_the_full_batch_step():
   full = step(t5x_trainer.FullBatchLossTrainer, None)
   ours = step(t5x_trainer.FullBatchLossTrainer, 3)
   theirs = step(trainer_lib.Trainer, 3)
-  test_utils.assert_trees_close(ours, full, rtol=1e-5, atol=1e-7)
+  # SGD at 1: compare the updates (-gradients) with the tiny model's float32
+  # gradient bound; T5X's per-microbatch means move them by > 50% (below).
+  rows, length = batch["input_tokens"].shape
+  delta = lambda p: jax.tree_util.tree_map(lambda a, b: a - b, p, params)
+  test_utils.assert_trees_close_normwise(
+      delta(ours), delta(full),
+      test_utils.tiny_gradient_rtol(CFG, length, ("classes", 7),
+                                    rows * length), rows * length)
   moved = lambda p: np.concatenate([np.ravel(a - b) for a, b in zip(
       jax.tree_util.tree_leaves(p), jax.tree_util.tree_leaves(params))])
   assert np.linalg.norm(moved(theirs)) > 1.5 * np.linalg.norm(moved(full))
