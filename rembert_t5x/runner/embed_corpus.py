@@ -61,6 +61,7 @@ from rembert_t5x.data import xtreme_preprocessors as xp
 from rembert_t5x import models
 from rembert_t5x.runner import checkpoints
 from rembert_t5x.runner import predict_batches
+from rembert_t5x.runner import train_lib
 
 MANIFEST = "manifest.json"
 EMBEDDINGS = "embeddings.npy"
@@ -516,6 +517,7 @@ def _random_encoder(model_gin: str, vocab: Optional[str], work_dir: str,
 def _main(fv: flags.FlagValues) -> None:
   if bool(fv.pretrained) == bool(fv.model_gin):
     raise errors.UserError("pass one of --pretrained and --model_gin")
+  train_lib.require_one_process("corpus embedding")
   sentences = read_corpus(fv.sentences)
   settings = {"chunk_size": fv.chunk_size, "batch_size": fv.batch_size}
   if fv.pretrained:

@@ -59,6 +59,7 @@ from rembert_t5x import network
 from rembert_t5x import protocol
 from rembert_t5x.runner import checkpoints
 from rembert_t5x.runner import predict_batches
+from rembert_t5x.runner import train_lib
 
 # Which metric summarises a task in tables and plots, in order of preference.
 MAIN_METRICS = ("xtreme", "f1", "accuracy", "exact_match")
@@ -539,8 +540,10 @@ def evaluate(checkpoint_dir: Optional[str] = None,
 
   Raises:
     errors.UserError: see `check_output_dir`, `make_evaluator`,
-      `evaluate_with`, `load_checkpoint`.
+      `evaluate_with`, `load_checkpoint`; JAX has several processes
+      (`train_lib.require_one_process`).
   """
+  train_lib.require_one_process("the local evaluator")
   _check_dir_set(checkpoint_dir, "checkpoint_dir", "CHECKPOINT_PATH")
   _check_dir_set(output_dir, "output_dir", "EVAL_OUTPUT_DIR")
   checkpoint_dir, output_dir = _absolute(checkpoint_dir), _absolute(output_dir)

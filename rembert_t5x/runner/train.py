@@ -541,9 +541,11 @@ def train_model(model, config: train_config.TrainConfig) -> dict[str, float]:
 
   Raises:
     errors.UserError: a setting, MODEL_DIR, the task, its vocabulary or
-      data, a checkpoint of MODEL_DIR or `init_checkpoint` is unusable, or
-      (with nonfinite="stop") a step's loss or gradient is NaN/inf.
+      data, a checkpoint of MODEL_DIR or `init_checkpoint` is unusable,
+      (with nonfinite="stop") a step's loss or gradient is NaN/inf, or JAX
+      has several processes (`train_lib.require_one_process`).
   """
+  train_lib.require_one_process("the local runner")
   config = train_config.validate(model, config)
   out_dir = check_model_dir(config.model_dir)
   with model_dir_lock.hold(out_dir):

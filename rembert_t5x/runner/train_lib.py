@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from rembert_t5x.common import errors
 from rembert_t5x import models
 from rembert_t5x import optimizer
 from rembert_t5x import partitioning
@@ -89,6 +90,28 @@ def _setting_key(mesh: jax.sharding.Mesh, rules, **settings) -> tuple:
 # ----------------------------------------------------------------------------
 # Mesh and shardings.
 # ----------------------------------------------------------------------------
+
+
+def require_one_process(what: str) -> None:
+  """Refuses to run `what` where JAX has several processes.
+
+  On every worker of a multi-host TPU slice (and in a `jax.distributed`
+  cluster) `jax.process_count() > 1`. The local runner reads every example
+  and writes MODEL_DIR from each process that runs it: started on every
+  host, each would train on the same data and write the same files. The
+  T5X run files are the road for a pod (docs/T5X.md, "Pods").
+
+  Raises:
+    errors.UserError: `jax.process_count() > 1`.
+  """
+  count = jax.process_count()
+  if count > 1:
+    raise errors.UserError(
+        f"{what} runs on one host, but JAX sees {count} processes (a "
+        "multi-host TPU slice or a jax.distributed cluster): every host "
+        "would read the same data and write the same files; run the T5X "
+        "run files with python -m t5x.train on every host instead "
+        "(docs/T5X.md, \"Pods\")")
 
 
 def make_mesh(mesh_shape: Sequence[int] = (-1, 1),
