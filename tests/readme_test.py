@@ -41,9 +41,13 @@ def _console_scripts() -> dict:
   return {k: v.strip('"') for k, v in parser["s"].items()}
 
 
-def readme_commands() -> List[str]:
-  """The command lines of README.md's shell code blocks, one per command."""
-  text = README.read_text()
+def readme_commands(path=README, section: Optional[str] = None) -> List[str]:
+  """The command lines of a page's shell code blocks, one per command;
+  with `section`, those of the `## <section>…` part only."""
+  text = path.read_text()
+  if section is not None:
+    text = re.search(rf"^## {re.escape(section)}.*?(?=^## |\Z)", text,
+                     re.S | re.M).group(0)
   commands = []
   for block in re.findall(r"```(?:bash|sh)\n(.*?)```", text, re.S):
     for line in re.sub(r"\\\n\s*", " ", block).splitlines():
@@ -175,6 +179,12 @@ def _script_main(path: str) -> Callable:
 
 
 COMMANDS = readme_commands()
+# docs/T5X.md's pod commands, checked the same way.
+POD_COMMANDS = readme_commands(test_utils.REPO_ROOT / "docs" / "T5X.md",
+                               "Pods")
+# T5X's own flags of t5x.train that are not gin flags (multi-host GPU).
+_T5X_PROCESS_FLAGS = ("--multiprocess_gpu", "--coordinator_address",
+                      "--process_count", "--process_index")
 
 
 def test_readme_has_commands():
@@ -187,11 +197,35 @@ def test_the_test_command_is_what_ci_runs():
   assert len(tests) == 1 and tests[0] in ci
 
 
+def test_pod_section_has_commands():
+  assert len(POD_COMMANDS) >= 3
+  assert any(c.startswith("gcloud ") for c in POD_COMMANDS)
+
+
+@pytest.mark.parametrize("command", POD_COMMANDS)
+def test_pod_command(command, monkeypatch):
+  words = shlex.split(command)
+  if words[0] == "gcloud":
+    # The command every worker runs: --command="cd DIR && COMMAND".
+    inner = [w.partition("=")[2] for w in words if w.startswith("--command=")]
+    assert len(inner) == 1, command
+    steps = inner[0].split(" && ")
+    assert steps[0].startswith("cd "), inner[0]
+    command = steps[-1]
+  test_readme_command(command, monkeypatch)
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_readme_command(command, monkeypatch):
   words = shlex.split(command)
   while words and re.match(r"^[A-Z_]+=", words[0]):  # VAR=value prefix
     words.pop(0)
+  if words[:3] == ["python", "-m", "rembert_t5x.tools.multihost_launch"]:
+    # The launcher's own flags, then the command it runs.
+    at = words.index("--")
+    _run_entry(importlib.import_module(words[2]).main,
+               words[3:at] + ["--", "x"], monkeypatch, False)
+    words = ["python", "-m"] + words[at + 1:]
   tool, argv = words[0], _unbracket(words[1:])
   scripts = _console_scripts()
   target: Optional[str] = None
@@ -204,7 +238,8 @@ def test_readme_command(command, monkeypatch):
     if module == "pytest":
       pytest.skip("the test command (test_the_test_command_is_what_ci_runs)")
     if module.startswith("t5x."):
-      _check_t5x(argv)
+      _check_t5x([a for a in argv
+                  if not a.startswith(_T5X_PROCESS_FLAGS)])
       return
     target = f"{module}:main"
   elif (tool == "python" and argv[0].endswith(".py")
