@@ -200,8 +200,10 @@ def test_t5x_commands_train_select_and_evaluate_each_family():
                              seeds=[1])
   lines = sweep.t5x_commands("/out", points, "gin_configs/models/tiny.gin",
                              "/pre/ck")
-  assert lines[0] == "set -e" and lines[1] == "# squad/lr=9e-06/seed=1"
-  train_cmd, select_cmd, xquad_cmd, mlqa_cmd = lines[2:]
+  assert lines[0] == "set -e" and lines[2] == "# squad/lr=9e-06/seed=1"
+  # The same script for every host of a pod.
+  assert lines[1].startswith("# A pod: run this same script on every worker")
+  train_cmd, select_cmd, xquad_cmd, mlqa_cmd = lines[3:]
   assert train_cmd.startswith("python -m t5x.train --gin_search_paths=. "
                               "--gin_file=gin_configs/models/tiny.gin "
                               "--gin_file=gin_configs/runs/finetune_xquad.gin ")
@@ -229,7 +231,7 @@ def test_cli_prints_t5x_commands(capsys):
   sweep.main(["--experiment=table10", "--workdir=/w", "--runner=t5x",
               "--pretrained=/p", "--tasks=xnli", "--seeds=0,1"])
   lines = capsys.readouterr().out.strip().splitlines()
-  assert len(lines) == 1 + 3 * 2 * 4
+  assert len(lines) == 2 + 3 * 2 * 4
   assert sum(l.startswith("python -m t5x.eval") for l in lines) == 6
   assert all("--gin.BATCH_SIZE=32" in l for l in lines
              if l.startswith("python -m t5x.train"))

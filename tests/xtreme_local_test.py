@@ -127,7 +127,8 @@ def test_t5x_commands_export_the_folder_and_name_local_tasks(tmp_path,
                                                               capsys):
   _fill(tmp_path, ["pawsx", "tydiqa"])
   lines = _t5x_lines(tmp_path, capsys)
-  assert lines[:2] == ["set -e", f"export REMBERT_XTREME_DIR={tmp_path}"]
+  assert lines[0] == "set -e" and lines[1].startswith("# A pod:")
+  assert lines[2] == f"export REMBERT_XTREME_DIR={tmp_path}"
   train = [l for l in lines if l.startswith("python -m t5x.train")]
   evals = [l for l in lines if l.startswith("python -m t5x.eval")]
   assert "--gin.MIXTURE_OR_TASK_NAME=\"'rembert_local_pawsx_train_en'\"" in (

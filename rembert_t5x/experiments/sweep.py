@@ -433,13 +433,19 @@ def t5x_commands(workdir: str, points: Sequence[GridPoint], model_gin: str,
   `rembert_local_*` tasks over that folder in every process.
   With a `submission.Request`: `t5x.infer` of every evaluated language on
   $BEST, and at the end, per seed, the command writing its folder.
-  The first line is `set -e`: pipe the output to `bash`.
+  The first line is `set -e`: pipe the output to `bash`. On a pod the same
+  script runs on every worker at once: nothing in it changes per host (each
+  t5x command joins the hosts; `protocol select` reads what host 0 wrote,
+  and t5x.train ends on every host only after that), so `workdir` must be a
+  bucket that every host sees (docs/T5X.md, "Pods").
   """
   if request is not None:
     # Deferred (there is no import cycle): it imports the task modules
     # (seqio, TensorFlow: ~4 s), which --help and the tables do not need.
     from rembert_t5x.experiments import submission  # pylint: disable=g-import-not-at-top
-  lines = ["set -e"]
+  lines = ["set -e", "# A pod: run this same script on every worker at once "
+           "(nothing changes per host); the directories must then be in a "
+           "bucket (docs/T5X.md, \"Pods\")."]
   if xtreme_dir:
     # Deferred: it imports the task modules (seqio, TensorFlow).
     from rembert_t5x.experiments import xtreme_local  # pylint: disable=g-import-not-at-top
