@@ -5,6 +5,8 @@ r"""Pod plan: per-device memory, compile time and FLOPs of the real train step.
   python benchmarks/scale_plan.py --config gin_configs/models/tiny.gin \
       --layouts 2x2 --batch 16 --seq_len 32 --finetune_batch 8 \
       --finetune_seq_len 32 --rows_per_shard 4
+  python benchmarks/scale_plan.py --layouts 8x2 --finetune_policies '' \
+      --flops_model_axes '' --processes 2   # also across 2 processes x 8
 
 No TPU is needed. The script simulates a pod slice with CPU devices
 (`--xla_force_host_platform_device_count`, set below before jax starts) and,
@@ -35,6 +37,18 @@ v4-64; every assumption is printed.
 The memory figures are those of XLA:CPU's compiler for the partitioned
 program, not of XLA:TPU (whose fusion, layouts and rematerialisation
 differ): treat them as a plan, not as a measurement on TPU.
+
+`--processes N` (with `--layouts`) asks whether a multi-host program needs
+the same memory per device: after the one-process compiles, each layout is
+compiled again by N processes of one JAX cluster on this machine, started
+through `rembert_t5x.tools.multihost_launch` with data*model/N simulated
+devices each, the mesh spanning all of them
+(`benchmarks/scale_plan_hosts.py`).
+Those rows carry `processes` N in the table, and a second table puts each
+beside the one-process compile of the same layout (memory_analysis is per
+device in both; the JSON's `across_processes` has every figure). The FLOPs
+compiles run in one process only. Run under the launcher, the script keeps
+the launcher's device count (see the `__main__` block below).
 """
 
 import os
@@ -49,12 +63,24 @@ CHEAP_CODEGEN_FLAGS = ("--xla_backend_optimization_level=0",
                        "--xla_llvm_disable_expensive_passes=true")
 
 if __name__ == "__main__":
-  # Before jax is imported: enough simulated devices for the largest layout.
-  _flags = [f for f in os.environ.get("XLA_FLAGS", "").split()
-            if not f.startswith("--xla_force_host_platform_device_count")]
+  # Before jax starts its backend: XLA parses XLA_FLAGS once, when the
+  # first backend is made (the first `jax.devices()`), not at `import jax`
+  # nor in `jax.distributed.initialize`. Run as a script: enough simulated
+  # devices for the largest layout. Run as one process of a cluster
+  # (`--processes`: multihost_launch joined it, then ran this module as
+  # __main__): the launcher set this process's device count and a layout
+  # spans all processes, so the count is left alone. Either way the
+  # cheap-codegen flags are added, and apply (checked: a flag added here
+  # under the launcher still reaches XLA).
+  _in_cluster = ("jax" in sys.modules
+                 and sys.modules["jax"].distributed.is_initialized())
+  _flags = os.environ.get("XLA_FLAGS", "").split()
+  if not _in_cluster:
+    _flags = [f for f in _flags
+              if not f.startswith("--xla_force_host_platform_device_count")]
+    _flags.append("--xla_force_host_platform_device_count=64")
   os.environ["XLA_FLAGS"] = " ".join(
-      _flags + ["--xla_force_host_platform_device_count=64"]
-      + [f for f in CHEAP_CODEGEN_FLAGS if f not in _flags])
+      _flags + [f for f in CHEAP_CODEGEN_FLAGS if f not in _flags])
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import dataclasses  # pylint: disable=g-import-not-at-top,wrong-import-position
@@ -74,6 +100,7 @@ import numpy as np
 
 from benchmarks import common  # pylint: disable=g-import-not-at-top,wrong-import-position
 from benchmarks import flops as flop_model
+from benchmarks import scale_plan_hosts
 from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x import partitioning
@@ -304,6 +331,10 @@ def compile_step(entry: Entry, cfg: network.RemBertConfig, batch: int,
         seq_len, head_positions=0)
   out = {
       "kind": kind, "devices": data * model, "data": data, "model": model,
+      # Processes the program spans, and the layout's devices in this one.
+      "processes": jax.process_count(),
+      "local_devices": sum(d.process_index == jax.process_index()
+                           for d in mesh.devices.flat),
       "param_dims": entry.param_dims,
       "remat_policy": cfg.remat_policy, "scan_layers": cfg.scan_layers,
       "dtype": str(jnp.dtype(cfg.dtype)),
@@ -456,7 +487,8 @@ def print_report(report: dict) -> None:
         f"memory = XLA:CPU buffer assignment of the partitioned step "
         f"(per device)")
   gib = lambda b: f"{b / GIB:6.2f}G" if b is not None else "      -"
-  print(f"{'kind':8} {'layout':>7} {'p':>1} {'remat':>11} {'rows x acc':>10} "
+  print(f"{'kind':8} {'layout':>7} {'p':>1} {'remat':>11} {'procs':>5} "
+        f"{'rows x acc':>10} "
         f"{'param+opt':>9} {'args':>7} {'temp':>7} {'peak':>7} "
         f"{'v3 16G':>6} {'v4 32G':>6} {'compile':>7} {'FLOPs/dev':>9} "
         f"{'vs ours':>7}  replicated on model axis")
@@ -464,7 +496,7 @@ def print_report(report: dict) -> None:
     compiled = "peak_bytes" in r
     fl = r.get("compiled_flops")
     print(f"{r['kind']:8} {r['data']:>3}x{r['model']:<3} {r['param_dims']} "
-          f"{_short(r['remat_policy']):>11} "
+          f"{_short(r['remat_policy']):>11} {r.get('processes', 1):>5} "
           f"{r['rows_per_data_shard']:>5}x{r['accum_steps']:<4} "
           f"{gib(r['param_bytes'] + r['opt_bytes']):>9} "
           f"{gib(r.get('argument_bytes'))} {gib(r.get('temp_bytes'))} "
@@ -474,6 +506,7 @@ def print_report(report: dict) -> None:
           + (f"{fl / 1e12:8.2f}T {fl / r['model_flops']:6.2f}x  " if fl
              else f"{'-':>9} {'-':>7}  ")
           + _fmt_replicated(r))
+  scale_plan_hosts.print_table(report.get("across_processes", []))
   print("assumptions:")
   for k, v in a.items():
     print(f"  {k}: {v}")
@@ -619,7 +652,9 @@ def run(config: str, entries: list[Entry], scan: bool = True,
       r["fits_v3"], r["fits_v4"] = (
           "yes" if r["peak_bytes"] <= tpu.hbm_per_device else "no"
           for tpu in TPUS)
-      if e.model in flops_model_axes:
+      # The FLOPs compiles use a 1 x model mesh of the first devices: one
+      # process's, so only one-process runs measure them.
+      if e.model in flops_model_axes and jax.process_count() == 1:
         tick = time.perf_counter()
         r["compiled_flops"] = r["accum_steps"] * layer_flops(
             e.kind, cfg, e.model, r["rows_per_data_shard"], t,
@@ -633,7 +668,24 @@ def run(config: str, entries: list[Entry], scan: bool = True,
   return report()
 
 
-def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
+def _worker_args(a, layouts: list[tuple[int, int]]) -> list[str]:
+  """scale_plan's arguments for one process of a `--processes` cluster:
+  `a`'s step, rules and policies, `layouts`, no FLOPs compiles."""
+  return [
+      "--config", a.config,
+      "--layouts", ",".join(f"{d}x{m}" for d, m in layouts),
+      "--policies", a.policies, "--finetune_policies", a.finetune_policies,
+      "--param_dims", ",".join(map(str, a.param_dims)), "--rules", a.rules,
+      "--dtype", a.dtype, "--batch", str(a.batch),
+      "--seq_len", str(a.seq_len),
+      "--finetune_batch", str(a.finetune_batch),
+      "--finetune_seq_len", str(a.finetune_seq_len),
+      "--rows_per_shard", str(a.rows_per_shard), "--mfu", str(a.mfu),
+      "--flops_model_axes", ""] + (["--no_scan"] if a.no_scan else [])
+
+
+def _parse(argv: Optional[list[str]]):
+  """The command line's namespace."""
   p = common.argument_parser(__doc__)
   p.set_defaults(config=DEFAULT_CONFIG)
   p.add_argument("--layouts", type=_layouts, default=None,
@@ -668,9 +720,21 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
   # Measured on one H200 (docs/PERFORMANCE.md v9: 0.42 at 16 x 512, 0.46-0.48
   # at 32 x 512); not measured on a TPU.
   p.add_argument("--mfu", type=float, default=0.45)
+  p.add_argument("--processes", type=int, default=0,
+                 help="with --layouts: also compile each layout across this "
+                      "many processes of one JAX cluster (data*model/N "
+                      "devices each, started through "
+                      "rembert_t5x.tools.multihost_launch) and print their "
+                      "per-device memory beside the one-process figures")
+  p.add_argument("--processes_timeout", type=float, default=3600,
+                 help="seconds a --processes cluster may take")
   p.add_argument("--out", default="", help="also write the JSON report here")
   p.add_argument("--json", action="store_true", help="also print a JSON line")
-  a = p.parse_args(argv)
+  return p.parse_args(argv)
+
+
+def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
+  a = _parse(argv)
   split = lambda s: [x for x in s.split(",") if x]
   policies, finetune_policies = split(a.policies), split(a.finetune_policies)
   unknown = [x for x in policies + finetune_policies
@@ -682,6 +746,13 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
              if a.layouts else list(DEFAULT_GRID))
   if not entries:
     raise SystemExit("--layouts/--policies select nothing to compile")
+  if a.processes:
+    if a.processes < 1 or not a.layouts or a.no_compile:
+      raise SystemExit("--processes: a count >= 1, with --layouts, without "
+                       "--no_compile")
+    if jax.distributed.is_initialized():
+      raise SystemExit("--processes: already one process of a cluster")
+    scale_plan_hosts.device_groups(a.layouts, a.processes)  # checks first
   log = lambda s: print(s, file=sys.stderr, flush=True)
   report = run(a.config, entries, scan=not a.no_scan, dtype=a.dtype,
                batch=a.batch, seq_len=a.seq_len,
@@ -690,6 +761,17 @@ def main(argv: Optional[list[str]] = None) -> dict[str, Any]:
                rows_per_shard=a.rows_per_shard, rule_overrides=a.rules,
                flops_model_axes=tuple(a.flops_model_axes),
                mfu=a.mfu, compile_it=not a.no_compile, out=a.out, log=log)
+  if a.processes:
+    tick = time.perf_counter()
+    rows, report["across_processes"] = scale_plan_hosts.compare(
+        report["results"],
+        scale_plan_hosts.compile_across(
+            a.processes, a.layouts, functools.partial(_worker_args, a),
+            a.processes_timeout, log))
+    report["results"] += rows
+    report["wall_s"] += time.perf_counter() - tick
+    if a.out:
+      pathlib.Path(a.out).write_text(json.dumps(report, indent=1) + "\n")
   print_report(report)
   if a.json:
     print(json.dumps(report))
