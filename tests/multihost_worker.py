@@ -99,14 +99,15 @@ def _global_batch(numpy_batch, sharding):
           for name, x in numpy_batch.items()}
 
 
-def _model(kind: str):
+def _model(kind: str, vocab_pad_multiple: int = 1):
   """The tiny model of `kind`, without dropout (every process and the
   one-process run must compute the same function)."""
   from rembert_t5x import models  # pylint: disable=g-import-not-at-top
   from rembert_t5x import network  # pylint: disable=g-import-not-at-top
   from tests import test_utils  # pylint: disable=g-import-not-at-top
   cfg = dataclasses.replace(test_utils.TINY_CONFIG, dropout_rate=0.0,
-                            classifier_dropout_rate=0.0)
+                            classifier_dropout_rate=0.0,
+                            vocab_pad_multiple=vocab_pad_multiple)
   if kind == "mlm":
     return models.RemBertMLMModel(network.RemBertForMaskedLM(cfg),
                                   max_predictions_per_seq=5)
@@ -163,17 +164,24 @@ def _run_t5x(kind, packed, microbatches, optimizer):
   import jax  # pylint: disable=g-import-not-at-top
   import jax.numpy as jnp  # pylint: disable=g-import-not-at-top
   from t5x import optimizers  # pylint: disable=g-import-not-at-top
-  from t5x import partitioning as t5x_partitioning  # pylint: disable=g-import-not-at-top
   from t5x import utils  # pylint: disable=g-import-not-at-top
   from rembert_t5x import partitioning  # pylint: disable=g-import-not-at-top
+  from rembert_t5x import t5x_partitioning as explicit  # pylint: disable=g-import-not-at-top
   from rembert_t5x import t5x_trainer  # pylint: disable=g-import-not-at-top
   from tests import test_utils  # pylint: disable=g-import-not-at-top
-  model = _model(kind)
+  # Padded as the T5X run files pad (VOCAB_PAD_MULTIPLE): T5X's partitioner
+  # shards the vocabulary rows over "model" and needs them to divide.
+  model = _model(kind, partitioning.T5X_VOCAB_PAD_MULTIPLE)
   numpy_batch = (_packed_batch(kind) if packed
                  else test_utils.six_row_batch(kind))
-  partitioner = t5x_partitioning.PjitPartitioner(
-      num_partitions=MESH_SHAPE[1],
+  # T5X's own CPU mesh is (processes, local devices) whatever num_partitions:
+  # 2 x 2 on the workers, but 1 x 8 in the test process. The same 2 x 2 mesh
+  # everywhere, over the first 4 devices.
+  partitioner = explicit.explicit_mesh_partitioner(
+      model_parallelism=MESH_SHAPE[1],
       logical_axis_rules=partitioning.logical_axis_rules())
+  partitioner.mesh = explicit.explicit_mesh(
+      MESH_SHAPE[1], devices=jax.devices()[:MESH_SHAPE[0] * MESH_SHAPE[1]])
   initializer = utils.TrainStateInitializer(
       optimizer_def=optimizers.sgd(1.0), init_fn=model.get_initial_variables,
       input_shapes={"input_tokens": numpy_batch["input_tokens"].shape},
