@@ -257,6 +257,19 @@ def test_from_t5x_native_errors(tmp_path):
   assert not (tmp_path / "o").exists()
 
 
+def _cfg_gin(directory, *extra: str) -> str:
+  """A model gin file of CFG (as after `t5x.train`, which writes no
+  rembert_config.json), with `extra` lines."""
+  gin_file = directory / "tiny.gin"
+  gin_file.write_text("\n".join([
+      "include 'gin_configs/architectures/rembert.gin'",
+      "VOCAB_SIZE = 97", "INPUT_EMBED_DIM = 16", "EMBED_DIM = 32",
+      "OUTPUT_EMBED_DIM = 24", "NUM_LAYERS = 2", "NUM_HEADS = 4",
+      "HEAD_DIM = 8", "MLP_DIM = 64", "MAX_POSITION_EMBEDDINGS = 40",
+      "DROPOUT_RATE = 0.0", *extra]))
+  return str(gin_file)
+
+
 @needs_t5x
 def test_from_t5x_native_of_a_scanned_run_with_gin_file(tmp_path):
   """As after `t5x.train`: no rembert_config.json beside the checkpoint, so
@@ -270,15 +283,9 @@ def test_from_t5x_native_of_a_scanned_run_with_gin_file(tmp_path):
   (tmp_path / "native" / configs.CHECKPOINT_CONFIG_FILE).unlink()
   with pytest.raises(errors.UserError, match="pass --gin_file"):
     t5x_export.from_t5x_native(str(tmp_path / "native"), str(tmp_path / "b"))
-  gin_file = tmp_path / "tiny.gin"
-  gin_file.write_text("\n".join([
-      "include 'gin_configs/architectures/rembert.gin'",
-      "VOCAB_SIZE = 97", "INPUT_EMBED_DIM = 16", "EMBED_DIM = 32",
-      "OUTPUT_EMBED_DIM = 24", "NUM_LAYERS = 2", "NUM_HEADS = 4",
-      "HEAD_DIM = 8", "MLP_DIM = 64", "MAX_POSITION_EMBEDDINGS = 40",
-      "DROPOUT_RATE = 0.0", "SCAN_LAYERS = True", "REMAT_POLICY = 'full'"]))
+  gin_file = _cfg_gin(tmp_path, "SCAN_LAYERS = True", "REMAT_POLICY = 'full'")
   t5x_export.from_t5x_native(str(tmp_path / "native"), str(tmp_path / "b"),
-                             gin_file=str(gin_file))
+                             gin_file=gin_file)
   assert configs.read_checkpoint_config(
       tmp_path / "b" / configs.CHECKPOINT_CONFIG_FILE) == dataclasses.replace(
           PADDED, scan_layers=True, remat_policy="full")
@@ -286,4 +293,34 @@ def test_from_t5x_native_of_a_scanned_run_with_gin_file(tmp_path):
   assert "encoder/layers_1/mlp/wi/kernel" in got
   assert set(got) == set(flat)
   for name, value in flat.items():
+    np.testing.assert_array_equal(got[name], value, err_msg=name)
+
+
+def test_from_t5x_native_reads_the_orbax_checkpoints_t5x_train_writes(
+    tmp_path):
+  """`t5x.train` writes `checkpoint_N/state` with Orbax (every host its
+  shards, one tree): read without T5X, the newest step of a MODEL_DIR, the
+  optimizer state dropped. (The layout was checked against checkpoints of
+  real 1- and 2-process `t5x.train` runs, scripts/t5x_multihost_smoke.sh.)"""
+  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.convert import t5x_export  # pylint: disable=g-import-not-at-top
+  module = network.RemBertForMaskedLM(CFG)
+  params = module.init({"params": jax.random.PRNGKey(3)},
+                       np.ones((1, 8), np.int32), enable_dropout=False)
+  target = jax.tree_util.tree_map(np.asarray, dict(params["params"]))
+  moments = jax.tree_util.tree_map(np.zeros_like, target)
+  run = tmp_path / "run"
+  for step in (0, 5):
+    ocp.PyTreeCheckpointer().save(
+        run / f"checkpoint_{step}" / "state",
+        {"target": target, "state": {"step": np.int32(step),
+                                     "param_states": moments}})
+  (run / "checkpoint_7.orbax-checkpoint-tmp-1").mkdir()  # unfinished: ignored
+  summary = t5x_export.from_t5x_native(str(run), str(tmp_path / "back"),
+                                       gin_file=_cfg_gin(tmp_path))
+  assert summary.head == "masked_lm"
+  assert summary.tensors == len(_flat(target))
+  assert checkpoints.steps(str(tmp_path / "back")) == [5]
+  got = cc.flatten(checkpoints.load_params(str(tmp_path / "back")))
+  for name, value in _flat(target).items():
     np.testing.assert_array_equal(got[name], value, err_msg=name)

@@ -156,8 +156,10 @@ COMMANDS = {
     "t5x-native": ("ours (MLM) -> T5X checkpoint OUT/checkpoint_0 that "
                    "t5x.train restores (needs T5X)", _define_t5x_native,
                    _t5x_native),
-    "t5x-native-to-ours": ("T5X checkpoint (checkpoint_N) -> ours (needs "
-                           "T5X)", _define_t5x_native_to_ours,
+    "t5x-native-to-ours": ("T5X checkpoint (checkpoint_N, or its MODEL_DIR) "
+                           "-> ours (t5x.train's Orbax checkpoints need no "
+                           "T5X; the older layout does)",
+                           _define_t5x_native_to_ours,
                            _t5x_native_to_ours),
 }
 

@@ -253,6 +253,36 @@ def _fit_vocab_padding(config: network.RemBertConfig, rows: int,
       "files pad): pass the model gin file it was trained with")
 
 
+def _orbax_step_dir(checkpoint_path: str) -> Optional[pathlib.Path]:
+  """The `checkpoint_N` of the layout `t5x.train` writes with Orbax
+  (`checkpoint_N/state/_METADATA`): `checkpoint_path` itself, or the newest
+  such `checkpoint_N` of a MODEL_DIR (Orbax renames a checkpoint into place
+  when it is complete, so every `checkpoint_N` listed is); None if none."""
+  path = pathlib.Path(checkpoint_path)
+  if (path / "state" / "_METADATA").is_file():
+    return path
+  steps = [(int(p.name[len("checkpoint_"):]), p)
+           for p in path.glob("checkpoint_*")
+           if re.fullmatch(r"checkpoint_\d+", p.name)
+           and (p / "state" / "_METADATA").is_file()]
+  return max(steps)[1] if steps else None
+
+
+def _read_orbax_state(step_dir: pathlib.Path) -> dict:
+  """{"target": params, "state": {"step", ...}} of an Orbax T5X checkpoint,
+  as host numpy arrays, read in this one process whatever topology wrote
+  it (every host's shards are in the checkpoint); no T5X needed."""
+  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
+  checkpointer = ocp.PyTreeCheckpointer()
+  path = step_dir / "state"
+  metadata = checkpointer.metadata(path)
+  tree = getattr(getattr(metadata, "item_metadata", metadata), "tree",
+                 metadata)
+  restore_args = jax.tree_util.tree_map(
+      lambda _: ocp.RestoreArgs(restore_type=np.ndarray), tree)
+  return checkpointer.restore(path, restore_args=restore_args)
+
+
 def from_t5x_native(checkpoint_path: str, output_dir: str, *,
                     gin_file: Optional[str] = None,
                     overwrite: bool = False) -> checkpoint_io.Summary:
@@ -288,19 +318,26 @@ def from_t5x_native(checkpoint_path: str, output_dir: str, *,
   """
   inputs = [("--checkpoint_path", checkpoint_path), ("--gin_file", gin_file)]
   io_utils.check_output_dir(output_dir, overwrite, sources=inputs)
-  _import_t5x()
-  # Deferred: t5x is optional (not on PyPI).
-  from t5x import checkpoints as t5x_checkpoints  # pylint: disable=g-import-not-at-top
-  try:
-    found = t5x_checkpoints.find_checkpoint(checkpoint_path)
-  except ValueError as e:
-    raise errors.UserError(
-        f"--checkpoint_path={checkpoint_path}: no T5X checkpoint there (give "
-        "a checkpoint_N directory or the T5X MODEL_DIR holding one)") from e
-  step_dir = pathlib.Path(found).parent
+  step_dir = _orbax_step_dir(checkpoint_path)
+  if step_dir is None:
+    # T5X's own (pre-Orbax) layout, as `t5x_native` writes it.
+    _import_t5x()
+    # Deferred: t5x is optional (not on PyPI).
+    from t5x import checkpoints as t5x_checkpoints  # pylint: disable=g-import-not-at-top
+    try:
+      found = t5x_checkpoints.find_checkpoint(checkpoint_path)
+    except ValueError as e:
+      raise errors.UserError(
+          f"--checkpoint_path={checkpoint_path}: no T5X checkpoint there "
+          "(give a checkpoint_N directory or the T5X MODEL_DIR holding "
+          "one)") from e
+    step_dir = pathlib.Path(found).parent
   model_dir = _native_model_dir(str(step_dir))
   config = checkpoint_io.config_beside(model_dir, gin_file, str(step_dir))
-  loaded = t5x_checkpoints.load_t5x_checkpoint(str(step_dir))
+  if (step_dir / "state" / "_METADATA").is_file():
+    loaded = _read_orbax_state(step_dir)
+  else:
+    loaded = t5x_checkpoints.load_t5x_checkpoint(str(step_dir))
   step = int(np.asarray(loaded.get("state", {}).get("step", 0)))
   flat = cc.flatten(layer_stacking.unstack_layers(loaded["target"]))
   del loaded
