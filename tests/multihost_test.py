@@ -200,3 +200,22 @@ def test_evaluator_and_embedding_refuse_several_processes(
     assert "error: corpus embedding runs on one host, but JAX sees 4 " \
         "processes" in capsys.readouterr().err
   assert sorted(p.name for p in tmp_path.iterdir()) in ([], ["corpus.txt"])
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--process_count=2", "--process_index=0",
+      "--coordinator_address=127.0.0.1:1"], "no module to run"),
+    (["--process_count=2", "--process_index=0",
+      "--coordinator_address=127.0.0.1:1", "--"], "no module after `--`"),
+    (["--process_count=2", "--process_index=2",
+      "--coordinator_address=127.0.0.1:1", "--", "t5x.eval"],
+     "--process_index=2: must be below --process_count=2"),
+])
+def test_launcher_errors_are_one_line(argv, message, capsys):
+  """Before joining any cluster: nothing waits for a coordinator."""
+  from rembert_t5x.tools import multihost_launch  # pylint: disable=g-import-not-at-top
+  with pytest.raises(SystemExit) as exit_info:
+    multihost_launch.main(argv)
+  assert exit_info.value.code == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
