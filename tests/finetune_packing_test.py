@@ -28,31 +28,8 @@ LENGTHS = (5, 16, 9, 3, 7, 4, 6, 2)
 
 
 def _unpacked(kind: str, lengths=LENGTHS, seed: int = 0):
-  """One example per row, [CLS] first, token type 1 in the second half."""
-  rng = np.random.default_rng(seed)
-  n = len(lengths)
-  vocab = test_utils.TINY_CONFIG.vocab_size
-  batch = {k: np.zeros((n, LENGTH), np.int32) for k in
-           ("input_tokens", "token_types", "segment_ids", "positions")}
-  for i, m in enumerate(lengths):
-    batch["input_tokens"][i, :m] = rng.integers(5, vocab, m)
-    batch["input_tokens"][i, 0] = 2
-    batch["token_types"][i, m // 2:m] = 1
-    batch["segment_ids"][i, :m] = 1
-    batch["positions"][i, :m] = np.arange(m)
-  if kind == "tagging":
-    batch["targets"] = rng.integers(0, 7, (n, LENGTH)).astype(np.int32)
-    batch["weights"] = ((rng.random((n, LENGTH)) < 0.6)
-                        & (batch["segment_ids"] > 0)).astype(np.float32)
-  elif kind == "pair":
-    batch["label"] = rng.integers(0, 7, n).astype(np.int32)
-  else:
-    starts = [int(rng.integers(0, m)) for m in lengths]
-    batch["start_positions"] = np.array(starts, np.int32)
-    batch["end_positions"] = np.array(
-        [min(s + int(rng.integers(0, 3)), m - 1)
-         for s, m in zip(starts, lengths)], np.int32)
-  return batch
+  """One example per row of LENGTH tokens (test_utils.unpacked_finetune_batch)."""
+  return test_utils.unpacked_finetune_batch(kind, lengths, LENGTH, seed)
 
 
 # The equivalence tests scale the initial parameters by this: attention gets

@@ -106,16 +106,16 @@ def assert_same_results(split, whole, case):
 
 
 # The cases the suite runs: each compiles programs of its own in three
-# processes (~15 s of wall time a case on 2 cores), so the suite takes the
-# cases a per-host mistake shows in first: tagging's uneven loss weights
-# over 3 microbatches, the same packed through an AdamW step, and QA's
-# span gather over packed slots. Every case of multihost_worker.CASES (MLM,
-# each head packed and not):
+# processes (~45 s of wall time a case on 2 cores), so the suite takes the
+# two a per-host mistake shows in first: tagging's uneven loss weights,
+# packed, in 2 microbatches through an AdamW step, and QA's span gather over
+# packed slots. Every case of multihost_worker.CASES (MLM, each head packed
+# and not, the plain step):
 # `MULTIHOST_CASES=all python -m pytest tests/multihost_test.py`
 # (scripts/t5x_multihost_smoke.sh runs that).
-SUITE_CASES = (("tagging", "tagging_packed_adamw", "qa_packed")
-               if os.environ.get("MULTIHOST_CASES") != "all"
-               else tuple(case[0] for case in multihost_worker.CASES))
+FULL = os.environ.get("MULTIHOST_CASES") == "all"
+SUITE_CASES = (tuple(case[0] for case in multihost_worker.CASES) if FULL
+               else ("tagging_packed_adamw", "qa_packed"))
 
 
 def _check(tmp_path, use_t5x: bool):
@@ -158,6 +158,9 @@ def test_one_failing_host_ends_every_host(tmp_path):
   assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.skipif(not FULL, reason="two processes importing the runner: "
+                    "~50 s; set MULTIHOST_CASES=all (the in-process check "
+                    "below runs always)")
 def test_local_runner_refuses_several_processes(tmp_path):
   """The runner started on every host of a pod: each refuses in one line
   before reading or writing anything (the experiments train through the
@@ -176,16 +179,24 @@ def test_local_runner_refuses_several_processes(tmp_path):
   assert sorted(p.name for p in tmp_path.iterdir()) == ["run.gin"]
 
 
-@pytest.mark.parametrize("what", ["eval", "embed_corpus"])
-def test_evaluator_and_embedding_refuse_several_processes(
+@pytest.mark.parametrize("what", ["train", "eval", "embed_corpus"])
+def test_runner_evaluator_and_embedding_refuse_several_processes(
     tmp_path, monkeypatch, capsys, what):
-  """The same check in the evaluator and corpus embedding (the real
-  several-process refusal is the runner's test above)."""
+  """The runner's, the evaluator's and corpus embedding's check where JAX
+  reports several processes (with real processes: the test above)."""
   from rembert_t5x.common import errors  # pylint: disable=g-import-not-at-top
   from rembert_t5x.runner import embed_corpus  # pylint: disable=g-import-not-at-top
   from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
   monkeypatch.setattr(jax, "process_count", lambda: 4)
-  if what == "eval":
+  if what == "train":
+    from rembert_t5x.runner import train  # pylint: disable=g-import-not-at-top
+    from rembert_t5x.runner import train_config  # pylint: disable=g-import-not-at-top
+    with pytest.raises(errors.UserError, match="the local runner runs on one "
+                       "host, but JAX sees 4 processes"):
+      train.train_model(test_utils.tiny_model("mlm"), train_config.TrainConfig(
+          model_dir=str(tmp_path / "m"), mixture_or_task_name="unused",
+          task_feature_lengths={"input_tokens": 8}, train_steps=1))
+  elif what == "eval":
     with pytest.raises(errors.UserError, match="JAX sees 4 processes"):
       eval_lib.evaluate(str(tmp_path / "m"), str(tmp_path / "e"),
                         model=test_utils.tiny_model("pair"),

@@ -59,35 +59,12 @@ PACKED_LENGTHS = (5, 12, 7, 3, 5, 4, 6, 2)
 
 
 def _packed_batch(kind: str):
-  """Unpacked fine-tuning examples of PACKED_LENGTHS, packed into 4 rows."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
+  """Fine-tuning examples of PACKED_LENGTHS, packed into 4 rows of 12."""
   from rembert_t5x.runner import finetune_packing  # pylint: disable=g-import-not-at-top
   from tests import test_utils  # pylint: disable=g-import-not-at-top
-  rng = np.random.default_rng(11)
-  n, length = len(PACKED_LENGTHS), test_utils.TINY_BATCH_SHAPE[1]
-  batch = {k: np.zeros((n, length), np.int32) for k in
-           ("input_tokens", "token_types", "segment_ids", "positions")}
-  for i, m in enumerate(PACKED_LENGTHS):
-    batch["input_tokens"][i, :m] = rng.integers(
-        5, test_utils.TINY_CONFIG.vocab_size, m)
-    batch["input_tokens"][i, 0] = 2
-    batch["token_types"][i, m // 2:m] = 1
-    batch["segment_ids"][i, :m] = 1
-    batch["positions"][i, :m] = np.arange(m)
-  if kind == "tagging":
-    batch["targets"] = rng.integers(0, 7, (n, length)).astype(np.int32)
-    batch["weights"] = ((rng.random((n, length)) < 0.6)
-                        & (batch["segment_ids"] > 0)).astype(np.float32)
-    max_segments = length
-  elif kind == "pair":
-    batch["label"] = rng.integers(0, 7, n).astype(np.int32)
-    max_segments = 3
-  else:
-    starts = [int(rng.integers(0, m)) for m in PACKED_LENGTHS]
-    batch["start_positions"] = np.array(starts, np.int32)
-    batch["end_positions"] = np.array(
-        [min(s + 1, m - 1) for s, m in zip(starts, PACKED_LENGTHS)], np.int32)
-    max_segments = 3
+  batch = test_utils.unpacked_finetune_batch(
+      kind, PACKED_LENGTHS, test_utils.TINY_BATCH_SHAPE[1], seed=11)
+  max_segments = batch["input_tokens"].shape[1] if kind == "tagging" else 3
   return finetune_packing.pack(batch, max_segments=max_segments, num_rows=4)
 
 

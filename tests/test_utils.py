@@ -385,6 +385,36 @@ def six_row_batch(kind: str):
   return batch
 
 
+def unpacked_finetune_batch(kind: str, lengths, length: int, seed: int = 0):
+  """Fine-tuning examples of `lengths` tokens for TINY_CONFIG, one per row
+  of `length`: [CLS] first, token type 1 in the second half, the labels of
+  `kind` ("pair", "tagging" with uneven weights, "qa")."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(seed)
+  n = len(lengths)
+  batch = {k: np.zeros((n, length), np.int32) for k in
+           ("input_tokens", "token_types", "segment_ids", "positions")}
+  for i, m in enumerate(lengths):
+    batch["input_tokens"][i, :m] = rng.integers(5, TINY_CONFIG.vocab_size, m)
+    batch["input_tokens"][i, 0] = 2
+    batch["token_types"][i, m // 2:m] = 1
+    batch["segment_ids"][i, :m] = 1
+    batch["positions"][i, :m] = np.arange(m)
+  if kind == "tagging":
+    batch["targets"] = rng.integers(0, 7, (n, length)).astype(np.int32)
+    batch["weights"] = ((rng.random((n, length)) < 0.6)
+                        & (batch["segment_ids"] > 0)).astype(np.float32)
+  elif kind == "pair":
+    batch["label"] = rng.integers(0, 7, n).astype(np.int32)
+  else:
+    starts = [int(rng.integers(0, m)) for m in lengths]
+    batch["start_positions"] = np.array(starts, np.int32)
+    batch["end_positions"] = np.array(
+        [min(s + int(rng.integers(0, 3)), m - 1)
+         for s, m in zip(starts, lengths)], np.int32)
+  return batch
+
+
 def tiny_model(kind: str):
   """The model adapter of `kind` on TINY_CONFIG (7 classes; MLM with BERT's
   max_predictions_per_seq picking, 5)."""

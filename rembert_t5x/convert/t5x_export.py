@@ -39,6 +39,7 @@ import flax
 from flax import traverse_util
 import jax
 import numpy as np
+import orbax.checkpoint as ocp
 
 from rembert_t5x.common import errors
 from rembert_t5x.common import io_utils
@@ -272,7 +273,6 @@ def _read_orbax_state(step_dir: pathlib.Path) -> dict:
   """{"target": params, "state": {"step", ...}} of an Orbax T5X checkpoint,
   as host numpy arrays, read in this one process whatever topology wrote
   it (every host's shards are in the checkpoint); no T5X needed."""
-  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
   checkpointer = ocp.PyTreeCheckpointer()
   path = step_dir / "state"
   metadata = checkpointer.metadata(path)

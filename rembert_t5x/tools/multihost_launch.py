@@ -33,6 +33,7 @@ import traceback
 from typing import Optional, Sequence
 
 from absl import flags
+import jax
 
 from rembert_t5x.common import cli
 from rembert_t5x.common import errors
@@ -77,12 +78,14 @@ def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 def _set_local_devices(count: int) -> None:
-  """CPU devices of this process; before JAX starts its backend."""
+  """CPU devices of this process. XLA reads XLA_FLAGS when JAX makes its
+  first backend (the first `jax.devices()`), not at `import jax`: set here,
+  before `jax.distributed.initialize`, it is in time."""
   kept = [f for f in os.environ.get("XLA_FLAGS", "").split()
           if not f.startswith("--xla_force_host_platform_device_count")]
   os.environ["XLA_FLAGS"] = " ".join(
       kept + [f"--xla_force_host_platform_device_count={count}"])
-  os.environ["JAX_PLATFORMS"] = "cpu"
+  jax.config.update("jax_platforms", "cpu")
 
 
 def initialise(fv: flags.FlagValues) -> None:
@@ -93,8 +96,6 @@ def initialise(fv: flags.FlagValues) -> None:
         f"--process_count={fv.process_count}")
   if fv.local_device_count is not None:
     _set_local_devices(fv.local_device_count)
-  import jax  # pylint: disable=g-import-not-at-top
-  if fv.local_device_count is not None:
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
   jax.distributed.initialize(
       coordinator_address=fv.coordinator_address,
@@ -138,7 +139,6 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     # No shutdown barrier: the other processes may be waiting in a
     # collective for this one, and would keep this one waiting in turn.
     os._exit(code)  # pylint: disable=protected-access
-  import jax  # pylint: disable=g-import-not-at-top
   jax.distributed.shutdown()
   sys.exit(0)
 
