@@ -38,22 +38,15 @@ from absl import logging
 import seqio
 import tensorflow as tf
 
+from rembert_t5x.common import packed_features
+
 _Spec = seqio.FeatureConverter.FeatureSpec
 
-# Features of a packed batch of a head with per-example features (pair
-# classification, QA), the layout of `runner.finetune_packing`:
-# `[slots]` per row, one slot per example packed into it.
-SLOT_OFFSETS = "slot_offsets"  # int32: where the example starts in the row
-SLOT_WEIGHTS = "slot_weights"  # float32: 1 for an example, 0 empty slot
-# Per-example features that index into the example's tokens: packed, they
-# are shifted by the example's offset in its row.
-POSITION_FEATURES = ("start_positions", "end_positions")
-
-
-def max_slots(length: int) -> int:
-  """Slots per packed row of `length` tokens: every example has at least
-  its [CLS] and one [SEP], so no row holds more than length / 2."""
-  return max(1, length // 2)
+# The packed layout's feature names live with the models' (no SeqIO there).
+SLOT_OFFSETS = packed_features.SLOT_OFFSETS
+SLOT_WEIGHTS = packed_features.SLOT_WEIGHTS
+POSITION_FEATURES = packed_features.POSITION_FEATURES
+max_slots = packed_features.max_slots
 
 
 # Model features added by every converter (packed or not).

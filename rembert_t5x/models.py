@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rembert_t5x.common import errors
-from rembert_t5x import feature_converters
+from rembert_t5x.common import packed_features
 from rembert_t5x import layer_stacking
 from rembert_t5x import network
 
@@ -125,6 +125,23 @@ def _target_logit(logits: Array, labels: Array) -> Array:
   return jnp.sum(jnp.where(hit, logits.astype(jnp.float32), 0.0), axis=-1)
 
 
+class _ConverterClass:
+  """A model's `FEATURE_CONVERTER_CLS`, imported when first read.
+
+  T5X reads the attribute (`model.FEATURE_CONVERTER_CLS`) to build the
+  model's input pipeline; the converters need SeqIO and TensorFlow, which
+  the network, the losses and a bare accelerator machine do not, so the
+  models module imports them only then.
+  """
+
+  def __init__(self, name: str):
+    self.name = name
+
+  def __get__(self, obj, objtype=None):
+    from rembert_t5x import feature_converters  # pylint: disable=g-import-not-at-top
+    return getattr(feature_converters, self.name)
+
+
 class RemBertBaseModel:
   """What every RemBERT objective shares: init, eval, predict plumbing.
 
@@ -204,7 +221,7 @@ class RemBertMLMModel(RemBertBaseModel):
       that were not scored, so an overflow is never silent).
   """
 
-  FEATURE_CONVERTER_CLS = feature_converters.MLMFeatureConverter
+  FEATURE_CONVERTER_CLS = _ConverterClass("MLMFeatureConverter")
 
   def __init__(self, module: network.RemBertForMaskedLM, optimizer_def=None,
                input_vocabulary=None, output_vocabulary=None,
@@ -297,8 +314,8 @@ def _slots(batch: Batch, *names: str) -> tuple[Array, ...]:
 
 # Features of a packed fine-tuning batch (`runner.finetune_packing`, or a
 # fine-tuning converter with pack=True).
-SLOT_OFFSETS = feature_converters.SLOT_OFFSETS
-SLOT_WEIGHTS = feature_converters.SLOT_WEIGHTS
+SLOT_OFFSETS = packed_features.SLOT_OFFSETS
+SLOT_WEIGHTS = packed_features.SLOT_WEIGHTS
 
 
 class RemBertPairClassificationModel(RemBertBaseModel):
@@ -308,7 +325,7 @@ class RemBertPairClassificationModel(RemBertBaseModel):
   and weigh empty slots 0.
   """
 
-  FEATURE_CONVERTER_CLS = feature_converters.PairClassificationFeatureConverter
+  FEATURE_CONVERTER_CLS = _ConverterClass("PairClassificationFeatureConverter")
 
   def _logits(self, params, batch: Batch, dropout_rng=None) -> Array:
     """`[batch, slots, classes]` (one slot per row when unpacked)."""
@@ -347,7 +364,7 @@ class RemBertPairClassificationModel(RemBertBaseModel):
 class RemBertTaggingModel(RemBertBaseModel):
   """Token tagging (NER, POS): the loss on the first sub-token of each word."""
 
-  FEATURE_CONVERTER_CLS = feature_converters.TaggingFeatureConverter
+  FEATURE_CONVERTER_CLS = _ConverterClass("TaggingFeatureConverter")
 
   def loss_fn(self, params, batch: Batch, dropout_rng=None):
     logits = self._apply(params, batch, dropout_rng)  # [batch, length, tags]
@@ -388,7 +405,7 @@ class RemBertRetrievalModel(RemBertBaseModel):
   vocabulary unchanged to the retrieval metrics. There is no loss.
   """
 
-  FEATURE_CONVERTER_CLS = feature_converters.RetrievalFeatureConverter
+  FEATURE_CONVERTER_CLS = _ConverterClass("RetrievalFeatureConverter")
 
   def __init__(self, module: network.RemBertForRetrieval, optimizer_def=None,
                input_vocabulary=None, output_vocabulary=None):
@@ -455,7 +472,7 @@ def best_spans(start_logits: Array, end_logits: Array, context_mask: Array,
 class RemBertQAModel(RemBertBaseModel):
   """Extractive QA: start/end logits; loss is the mean of the two CEs."""
 
-  FEATURE_CONVERTER_CLS = feature_converters.QAFeatureConverter
+  FEATURE_CONVERTER_CLS = _ConverterClass("QAFeatureConverter")
 
   def __init__(self, module, optimizer_def=None, input_vocabulary=None,
                output_vocabulary=None, max_answer_length: int = 30,

@@ -1,6 +1,9 @@
 """The T5X model adapters: init, losses, gradients, predictions, fine-tune init."""
 
 import dataclasses
+import os
+import subprocess
+import sys
 
 from clu import metrics as clu_metrics
 import jax
@@ -432,3 +435,24 @@ def test_full_batch_loss_weight_is_the_total_on_every_row():
   params = _init(model)
   np.testing.assert_allclose(model.loss_fn(params, out)[0],
                              model.loss_fn(params, batch)[0], rtol=1e-6)
+
+
+def test_models_and_the_corpus_embedder_import_without_the_data_stack():
+  """A bare accelerator machine has JAX but no TensorFlow or seqio: the
+  models, the corpus embedder and the benchmarks run there must not import
+  them (T5X's `FEATURE_CONVERTER_CLS` still reads the converter class)."""
+  code = (
+      "import sys\n"
+      "from rembert_t5x import models\n"
+      "from rembert_t5x.runner import embed_corpus, finetune_packing\n"
+      "from benchmarks import bucc_corpus, finetune_throughput, "
+      "optimizer_update, accelerator_step\n"
+      "print(sorted(m for m in ('tensorflow', 'seqio') if m in sys.modules))\n"
+      "print(models.RemBertMLMModel.FEATURE_CONVERTER_CLS.__name__)\n")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                       text=True, timeout=300, cwd=test_utils.REPO_ROOT,
+                       env={**os.environ,
+                            "PYTHONPATH": str(test_utils.REPO_ROOT)},
+                       check=False)
+  assert out.returncode == 0, out.stderr[-2000:]
+  assert out.stdout.split() == ["[]", "MLMFeatureConverter"]

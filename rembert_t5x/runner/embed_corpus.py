@@ -49,15 +49,11 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 from absl import flags
 import jax
 import numpy as np
-import seqio
-import tensorflow as tf
 
 from rembert_t5x.common import cli
 from rembert_t5x.common import errors
 from rembert_t5x.common import io_utils
 from rembert_t5x import configs
-from rembert_t5x.data import vocabulary as vocab_lib
-from rembert_t5x.data import xtreme_preprocessors as xp
 from rembert_t5x import models
 from rembert_t5x.runner import checkpoints
 from rembert_t5x.runner import predict_batches
@@ -111,7 +107,7 @@ class Tokens:
     return h.hexdigest()
 
 
-def tokenize(sentences: Sequence[str], vocabulary: seqio.Vocabulary,
+def tokenize(sentences: Sequence[str], vocabulary: "seqio.Vocabulary",
              max_length: int = MAX_LENGTH) -> Tokens:
   """Tokenises `sentences` exactly as the retrieval tasks' preprocessing.
 
@@ -123,6 +119,10 @@ def tokenize(sentences: Sequence[str], vocabulary: seqio.Vocabulary,
   Returns:
     The corpus's `Tokens`.
   """
+  # The data stack is imported where text is read: embedding tokenised
+  # corpora (`embed_corpus`) needs only JAX.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.data import xtreme_preprocessors as xp  # pylint: disable=g-import-not-at-top
   ds = tf.data.Dataset.from_tensor_slices(
       {"text": tf.constant(list(sentences), tf.string)})
   ds = xp.encode_single_sentence(
@@ -376,7 +376,7 @@ class CorpusEncoder:
   """
   model: Any
   params: Any
-  vocabulary: seqio.Vocabulary
+  vocabulary: Any  # a seqio.Vocabulary
   work_dir: str
   max_length: int = MAX_LENGTH
   chunk_size: int = CHUNK_SIZE
@@ -425,6 +425,7 @@ def load_encoder(pretrained: str, work_dir: str,
     errors.UserError: no config beside the checkpoint, or a checkpoint that
       does not fit it.
   """
+  from rembert_t5x.data import vocabulary as vocab_lib  # pylint: disable=g-import-not-at-top
   if config is None:
     saved = pathlib.Path(pretrained) / configs.CHECKPOINT_CONFIG_FILE
     if not saved.is_file():
@@ -494,6 +495,7 @@ def read_corpus(path: str) -> list[str]:
 
 def _random_encoder(model_gin: str, vocab: Optional[str], work_dir: str,
                     settings: Mapping[str, int]) -> CorpusEncoder:
+  from rembert_t5x.data import vocabulary as vocab_lib  # pylint: disable=g-import-not-at-top
   if not vocab:
     raise errors.UserError("--model_gin needs --vocab (a SentencePiece model)")
   try:

@@ -44,13 +44,13 @@ from typing import Mapping, Optional
 import numpy as np
 
 from rembert_t5x.common import errors
-from rembert_t5x import feature_converters
+from rembert_t5x.common import packed_features
 
 # Per-example features that index into the example's tokens.
-_POSITION_FEATURES = feature_converters.POSITION_FEATURES
+_POSITION_FEATURES = packed_features.POSITION_FEATURES
 # Features the packed layout adds (the converters' packed layout too).
-SLOT_OFFSETS = feature_converters.SLOT_OFFSETS
-SLOT_WEIGHTS = feature_converters.SLOT_WEIGHTS
+SLOT_OFFSETS = packed_features.SLOT_OFFSETS
+SLOT_WEIGHTS = packed_features.SLOT_WEIGHTS
 # Slots per row where examples carry per-example features. A 128-token
 # row holds 3-4 sentence pairs of real text; 8 leaves room for short ones
 # at the cost of `[R, 8]` small arrays.

@@ -14,7 +14,10 @@ from typing import Mapping
 
 import jax
 import numpy as np
-import tensorflow as tf
+
+# The datasets below are seqio's `tf.data.Dataset`s; this module does not
+# import TensorFlow itself, so that `jitted_predict` and `bucket_length`
+# (the corpus embedder's) run on a machine with only JAX.
 
 
 # A model's jitted predict function and the shapes of its full-length
@@ -117,7 +120,7 @@ def jitted_predict(model):
   return _predictor(model).predict
 
 
-def _predict_in_order(predictor: _Predictor, params, ds: tf.data.Dataset,
+def _predict_in_order(predictor: _Predictor, params, ds: "tf.data.Dataset",
                       batch_size: int) -> list[tuple[int, np.ndarray]]:
   """Batches of `ds` in its order, at the full length."""
   outputs = []
@@ -130,7 +133,7 @@ def _predict_in_order(predictor: _Predictor, params, ds: tf.data.Dataset,
   return outputs
 
 
-def _predict_length_sorted(predictor: _Predictor, params, ds: tf.data.Dataset,
+def _predict_length_sorted(predictor: _Predictor, params, ds: "tf.data.Dataset",
                            batch_size: int, pad_id: int
                            ) -> list[tuple[int, np.ndarray]]:
   """Batches of `ds`'s examples longest first, each cut to its bucket."""
@@ -181,7 +184,7 @@ def real_lengths(features: Mapping[str, np.ndarray], pad_id: int) -> np.ndarray:
   return np.max(real * np.arange(1, real.shape[1] + 1), axis=1)
 
 
-def _read_examples(ds: tf.data.Dataset
+def _read_examples(ds: "tf.data.Dataset"
                    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
   """(indices `[n]`, {feature: `[n, ...]`}) of a whole enumerated dataset."""
   chunks = list(ds.batch(1024).as_numpy_iterator())
