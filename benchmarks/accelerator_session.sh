@@ -16,6 +16,15 @@
 #   hf        Hugging Face's RemBertForMaskedLM against ours, same batch
 #   variants  the step at $BATCH2 x $SEQ_LEN, once per override set in
 #             $VARIANT_OVERRIDES (";"-separated; "-" is none)
+#   optimizer the AdamW update alone per parameter layout (optimizer_update.py)
+#   bucc      a BUCC side's embedding pass through runner/embed_corpus.py,
+#             $BUCC_SENTENCES a side, then mining them (bucc_corpus.py)
+#   mine      margin_candidates at $MINE_SIZES a side (retrieval_scale.py)
+#   finetune  packed vs unpacked vs Hugging Face fine-tuning, $FT_HEADS
+#             (finetune_throughput.py)
+# bucc and finetune read length pools written here by their scripts'
+# --write_lengths (the GPU image has no TensorFlow and no data): put them in
+# $INPUTS as bucc_lengths.json and finetune_lengths.json.
 # The persistent compilation cache ($JAX_COMPILATION_CACHE_DIR) lets the
 # `hf` stage reuse the profile's compiled step.
 set -u
@@ -33,6 +42,11 @@ VARIANT=${VARIANT:-bfloat16:auto}
 PROFILE_OVERRIDES=${PROFILE_OVERRIDES:-}
 VARIANT_OVERRIDES=${VARIANT_OVERRIDES:-"-;vocab_pad_multiple=128"}
 STAGES=${STAGES:-env cudnn profile hf variants}
+INPUTS=${INPUTS:-.device_inputs}
+BUCC_SENTENCES=${BUCC_SENTENCES:-100000}
+MINE_SIZES=${MINE_SIZES:-400000}
+FT_HEADS=${FT_HEADS:-pair,tagging}
+FT_ARGS=${FT_ARGS:-"--draws 2 --steps 2 --eval_passes 1"}
 export PYTHONUNBUFFERED=1
 export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-/tmp/rembert_jax_cache}
 export JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=1
@@ -84,6 +98,22 @@ for s in $STAGES; do
           $(overrides "$set")
         i=$((i + 1))
       done ;;
+    optimizer)
+      stage optimizer 150 python3 benchmarks/optimizer_update.py \
+        --config "$C" --steps "$STEPS" --warmup "$WARMUP" ;;
+    bucc)
+      stage bucc 240 python3 benchmarks/bucc_corpus.py --config "$C" \
+        --lengths_file "$INPUTS/bucc_lengths.json" \
+        --sentences "$BUCC_SENTENCES" ;;
+    mine)
+      stage mine 150 python3 benchmarks/retrieval_scale.py \
+        --sizes "$MINE_SIZES" ;;
+    finetune)
+      # shellcheck disable=SC2086
+      stage finetune 330 python3 benchmarks/finetune_throughput.py \
+        --config "$C" --heads "$FT_HEADS" \
+        --lengths_file "$INPUTS/finetune_lengths.json" --dtype bfloat16 $FT_ARGS \
+        --json_file "$OUT/finetune.jsonl" ;;
     *) echo "unknown stage $s"; exit 2 ;;
   esac
 done

@@ -52,22 +52,18 @@ import jax  # pylint: disable=g-import-not-at-top
 import numpy as np  # pylint: disable=g-import-not-at-top
 
 from benchmarks import common  # pylint: disable=g-import-not-at-top
-from benchmarks import input_pipeline  # pylint: disable=g-import-not-at-top
 from rembert_t5x.convert import checkpoint_conversion as cc  # pylint: disable=g-import-not-at-top
 from rembert_t5x import models  # pylint: disable=g-import-not-at-top
 from rembert_t5x import network  # pylint: disable=g-import-not-at-top
 from rembert_t5x import optimizer  # pylint: disable=g-import-not-at-top
 from rembert_t5x.data import pieces  # pylint: disable=g-import-not-at-top
-from rembert_t5x.data import qa  # pylint: disable=g-import-not-at-top
-from rembert_t5x.data import squad_files  # pylint: disable=g-import-not-at-top
-from rembert_t5x.data import vocabulary as vocab_lib  # pylint: disable=g-import-not-at-top
 from rembert_t5x.runner import finetune_packing  # pylint: disable=g-import-not-at-top
 from rembert_t5x.runner import predict_batches  # pylint: disable=g-import-not-at-top
 from rembert_t5x.runner import train_lib  # pylint: disable=g-import-not-at-top
 
 HEADS = ("pair", "tagging", "qa")
 # The paper's fine-tuning rows: 128 tokens for pairs and tagging, 384 for QA.
-SEQ_LEN = {"pair": 128, "tagging": 128, "qa": qa.MAX_SEQ_LENGTH}
+SEQ_LEN = {"pair": 128, "tagging": 128, "qa": 384}  # qa.MAX_SEQ_LENGTH
 BATCH = 32
 # Micro batches per step (gradient accumulation, as `train.train`'s
 # grad_accum_steps): 32 QA windows of 384 tokens in one micro batch took
@@ -107,6 +103,7 @@ def _xquad_files(data_dir: pathlib.Path) -> list[pathlib.Path]:
 
 def _tatoeba_files(data_dir: pathlib.Path) -> dict[str, list[str]]:
   """Each Tatoeba language's own side, English from the first pair file."""
+  from benchmarks import input_pipeline  # pylint: disable=g-import-not-at-top
   files = input_pipeline.tatoeba_files(data_dir)
   first = sorted(data_dir.glob("tatoeba.*-eng.eng"))[0]
   return dict(files, eng=[str(first)])
@@ -115,13 +112,17 @@ def _tatoeba_files(data_dir: pathlib.Path) -> dict[str, list[str]]:
 def tokenizer(data_dir: pathlib.Path, cache_dir: pathlib.Path,
               vocab_size: int = TOKENIZER_VOCAB,
               max_sentences: int = TOKENIZER_SENTENCES
-              ) -> vocab_lib.RemBertVocabulary:
+              ) -> "vocab_lib.RemBertVocabulary":
   """A SentencePiece vocabulary trained on Tatoeba and XQuAD text.
 
   Trained once (`pieces.train_sentencepiece`, alpha-sampled lines: Tatoeba
   sentences and XQuAD questions and contexts) and kept in `cache_dir`; an
   existing model with the same settings is reused.
   """
+  # The text stack (seqio, TensorFlow) is imported only where text is read:
+  # with --lengths_file the timed part runs on a machine with only JAX.
+  from rembert_t5x.data import squad_files  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.data import vocabulary as vocab_lib  # pylint: disable=g-import-not-at-top
   cache_dir.mkdir(parents=True, exist_ok=True)
   prefix = cache_dir / f"spm_{vocab_size}_{max_sentences}"
   model_file = pathlib.Path(f"{prefix}.model")
@@ -172,6 +173,8 @@ def example_lengths(head: str, vocab, data_dir: pathlib.Path, seq_len: int,
   one language (as XNLI's premise and hypothesis); both cut to `seq_len`.
   qa: the windows of `count` random XQuAD questions (all languages).
   """
+  from rembert_t5x.data import qa  # pylint: disable=g-import-not-at-top
+  from rembert_t5x.data import squad_files  # pylint: disable=g-import-not-at-top
   if head == "qa":
     examples = []
     for path in _xquad_files(data_dir / "xquad"):
@@ -332,6 +335,8 @@ class HFHead:
   """
 
   def __init__(self, head: str, cfg: network.RemBertConfig, seed: int = 0):
+    """On a GPU when JAX runs on one (fused AdamW there), in bfloat16
+    autocast when `cfg.dtype` is bfloat16 (float32 parameters, as ours)."""
     # Deferred: torch and transformers take seconds to import.
     import torch  # pylint: disable=g-import-not-at-top
     import transformers  # pylint: disable=g-import-not-at-top
@@ -347,16 +352,20 @@ class HFHead:
                transformers.RemBertForQuestionAnswering)}[head]
     self.model = cls(hf_peer.hf_config(cfg, hf_head,
                                        num_labels=NUM_CLASSES.get(head, 2)))
-    self.model.train()
+    self.device = hf_peer.torch_device(jax.default_backend() == "gpu")
+    self.model.to(self.device).train()
     self.head = head
-    self._opt = hf_peer.adamw(self.model.parameters(), 2e-5)
+    self.bf16 = cfg.dtype == "bfloat16"
+    self._opt = hf_peer.adamw(self.model.parameters(), 2e-5,
+                              fused=self.device.type == "cuda")
     self.attention = self.model.config._attn_implementation  # pylint: disable=protected-access
     self.threads = torch.get_num_threads()
 
   def put(self, batch: dict[str, np.ndarray], grad_accum: int = 1
           ) -> list[dict]:
     """Torch inputs of each micro batch, padded to its longest example."""
-    return [self._inputs(m) for m in micro_batches(batch, grad_accum)]
+    return [{k: v.to(self.device) for k, v in self._inputs(m).items()}
+            for m in micro_batches(batch, grad_accum)]
 
   def _inputs(self, batch: dict[str, np.ndarray]) -> dict:
     torch = self._torch
@@ -380,11 +389,15 @@ class HFHead:
     """One step over the micro batches of `put` (gradients summed)."""
     self._opt.zero_grad(set_to_none=True)
     for inputs in micro:
-      loss = self.model(**inputs).loss / len(micro)
+      with self._torch.autocast(self.device.type, dtype=self._torch.bfloat16,
+                                enabled=self.bf16):
+        loss = self.model(**inputs).loss / len(micro)
       loss.backward()
     self._torch.nn.utils.clip_grad_norm_(self.model.parameters(),
                                          optimizer.CLIP_NORM)
     self._opt.step()
+    if self.device.type == "cuda":
+      self._torch.cuda.synchronize(self.device)
 
 
 def _shape_key(batch: dict) -> tuple:
@@ -440,6 +453,7 @@ class Settings:
   max_segments: int = finetune_packing.DEFAULT_MAX_SEGMENTS
   skip_hf: bool = False
   seed: int = 0
+  dtype: Optional[str] = None  # activation dtype; None: the config's
 
 
 QUICK = dict(draws=1, steps=1, eval_passes=1, sentences=400, questions=40)
@@ -472,13 +486,24 @@ def paired_ratios(times: dict[str, Sequence[float]]) -> dict[str, float]:
                                             "eval_unpacked")}
 
 
-def run_head(head: str, config: str, cfg: network.RemBertConfig, vocab,
-             data_dir: pathlib.Path, s: Settings) -> dict:
-  """Measures one head; returns its JSON line."""
-  seq_len = min(s.seq_len or SEQ_LEN[head], cfg.max_position_embeddings)
-  rng = np.random.default_rng(s.seed)
-  pool = example_lengths(head, vocab, data_dir, seq_len,
-                         s.questions if head == "qa" else s.sentences, rng)
+def head_seq_len(head: str, cfg: network.RemBertConfig, s: Settings) -> int:
+  return min(s.seq_len or SEQ_LEN[head], cfg.max_position_embeddings)
+
+
+def length_pool(head: str, seq_len: int, vocab, data_dir: pathlib.Path,
+                s: Settings) -> np.ndarray:
+  """The real example lengths one head's draws are sampled from."""
+  return example_lengths(head, vocab, data_dir, seq_len,
+                         s.questions if head == "qa" else s.sentences,
+                         np.random.default_rng(s.seed))
+
+
+def run_head(head: str, config: str, cfg: network.RemBertConfig,
+             pool: np.ndarray, s: Settings) -> dict:
+  """Measures one head on draws from `pool`; returns its JSON line."""
+  seq_len = head_seq_len(head, cfg, s)
+  pool = np.minimum(np.asarray(pool), seq_len)
+  rng = np.random.default_rng([s.seed, 1])
   draws = [unpacked_batch(head, rng.choice(pool, s.batch), seq_len,
                           cfg.vocab_size, rng) for _ in range(s.draws)]
   accum = s.grad_accum or GRAD_ACCUM[head]
@@ -561,7 +586,8 @@ def run_head(head: str, config: str, cfg: network.RemBertConfig, vocab,
       "load_average_before": load, "load_average_after": os.getloadavg()[0],
   }
   if hf:
-    r.update(hf_attention=hf.attention, torch_threads=hf.threads)
+    r.update(hf_attention=hf.attention, torch_threads=hf.threads,
+             hf_device=str(hf.device), hf_bf16_autocast=hf.bf16)
   return r
 
 
@@ -648,28 +674,57 @@ def versions() -> dict[str, str]:
 
 
 def run(configs: Sequence[str], heads: Sequence[str], settings: Settings,
-        data_dir: pathlib.Path, cache_dir: pathlib.Path,
-        tokenizer_vocab: int = TOKENIZER_VOCAB,
-        tokenizer_sentences: int = TOKENIZER_SENTENCES,
-        emit: Callable[[dict], None] = lambda r: None) -> list[dict]:
-  """Measures every head of every config; `emit` sees each result as it
-  comes."""
+        pools: Callable[[str, int], np.ndarray],
+        emit: Callable[[dict], None] = lambda r: None,
+        lengths_from: str = "") -> list[dict]:
+  """Measures every head of every config on draws from `pools(head,
+  seq_len)`; `emit` sees each result as it comes."""
+  results = []
+  for config in configs:
+    cfg = common.load_config(config)
+    if settings.dtype:
+      cfg = dataclasses.replace(cfg, dtype=settings.dtype)
+    for head in heads:
+      pool = pools(head, head_seq_len(head, cfg, settings))
+      r = run_head(head, config, cfg, pool, settings)
+      r.update(versions(), lengths_from=lengths_from, dtype=cfg.dtype,
+               device=jax.devices()[0].device_kind,
+               glibc_tunables=common.malloc_setting())
+      emit(r)
+      results.append(r)
+  return results
+
+
+def text_pools(data_dir: pathlib.Path, cache_dir: pathlib.Path,
+               settings: Settings, tokenizer_vocab: int = TOKENIZER_VOCAB,
+               tokenizer_sentences: int = TOKENIZER_SENTENCES
+               ) -> Callable[[str, int], np.ndarray]:
+  """Length pools from real text: Tatoeba and XQuAD under `data_dir`,
+  tokenised by a SentencePiece model trained on them (cached)."""
   for sub in ("tatoeba", "xquad"):
     if not (data_dir / sub).is_dir():
       raise SystemExit(f"finetune_throughput: {data_dir / sub} not found; "
                        "pass --data_dir (the folder holding tatoeba/ and "
                        "xquad/).")
   vocab = tokenizer(data_dir, cache_dir, tokenizer_vocab, tokenizer_sentences)
-  results = []
-  for config in configs:
-    cfg = common.load_config(config)
-    for head in heads:
-      r = run_head(head, config, cfg, vocab, data_dir, settings)
-      r.update(versions(), tokenizer_vocab=vocab.vocab_size,
-               glibc_tunables=common.malloc_setting())
-      emit(r)
-      results.append(r)
-  return results
+  return lambda head, seq_len: length_pool(head, seq_len, vocab, data_dir,
+                                           settings)
+
+
+def file_pools(path: str) -> Callable[[str, int], np.ndarray]:
+  """Length pools written by `--write_lengths` (read on a machine without
+  the data or the text stack): `{head: {seq_len: [lengths]}}`."""
+  saved = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
+
+  def pool(head: str, seq_len: int) -> np.ndarray:
+    if head not in saved or str(seq_len) not in saved[head]:
+      raise SystemExit(
+          f"finetune_throughput: --lengths_file {path} has no pool for "
+          f"head {head!r} at {seq_len} tokens (it has "
+          f"{ {h: sorted(v) for h, v in saved.items()} }); write one with "
+          "--write_lengths and the same --heads/--seq_len/--config")
+    return np.asarray(saved[head][str(seq_len)])
+  return pool
 
 
 def main(argv=None):
@@ -690,6 +745,9 @@ def main(argv=None):
                  help="timed evaluation passes (default: 2, QA 1)")
   p.add_argument("--max_segments", type=int, default=Settings.max_segments)
   p.add_argument("--skip_hf", action="store_true")
+  p.add_argument("--dtype", default=None,
+                 help="activation dtype of both sides (bfloat16: HF in "
+                      "bfloat16 autocast); default: the config's")
   p.add_argument("--quick", action="store_true",
                  help="one draw, one timed step: a smoke test")
   p.add_argument("--data_dir", default=str(SHARED_DATA))
@@ -702,6 +760,12 @@ def main(argv=None):
   p.add_argument("--tokenizer_sentences", type=int,
                  default=TOKENIZER_SENTENCES,
                  help="lines it is trained on")
+  p.add_argument("--write_lengths", default=None,
+                 help="measure nothing: write the heads' length pools "
+                      "(from the text) to this JSON file")
+  p.add_argument("--lengths_file", default=None,
+                 help="draw from the pools in this --write_lengths file "
+                      "instead of reading text (no seqio/TensorFlow needed)")
   p.add_argument("--json", action="store_true",
                  help="one JSON object per line, one per head and config")
   p.add_argument("--json_file", default=None,
@@ -718,7 +782,8 @@ def main(argv=None):
   settings = Settings(batch=a.batch, seq_len=a.seq_len,
                       grad_accum=a.grad_accum, draws=a.draws,
                       steps=a.steps, eval_passes=a.eval_passes,
-                      max_segments=a.max_segments, skip_hf=a.skip_hf)
+                      max_segments=a.max_segments, skip_hf=a.skip_hf,
+                      dtype=a.dtype)
   if a.quick:
     settings = dataclasses.replace(settings, **QUICK)
   heads = a.heads.split(",")
@@ -741,9 +806,28 @@ def main(argv=None):
       with open(a.json_file, "a", encoding="utf-8") as f:
         f.write(json.dumps(r) + "\n")
 
-  results = run([a.config] if a.config else DEFAULT_CONFIGS, heads, settings,
-                pathlib.Path(a.data_dir), pathlib.Path(a.cache_dir),
-                a.tokenizer_vocab, a.tokenizer_sentences, emit)
+  configs = [a.config] if a.config else DEFAULT_CONFIGS
+  if a.lengths_file:
+    pools = file_pools(a.lengths_file)
+  else:
+    pools = text_pools(pathlib.Path(a.data_dir), pathlib.Path(a.cache_dir),
+                       settings, a.tokenizer_vocab, a.tokenizer_sentences)
+  if a.write_lengths:
+    saved = {}
+    for config in configs:
+      cfg = common.load_config(config)
+      for head in heads:
+        seq_len = head_seq_len(head, cfg, settings)
+        saved.setdefault(head, {})[str(seq_len)] = (
+            pools(head, seq_len).tolist())
+    pathlib.Path(a.write_lengths).write_text(json.dumps(saved),
+                                             encoding="utf-8")
+    print(f"wrote {a.write_lengths}: " + ", ".join(
+        f"{h} {sorted(v)}" for h, v in saved.items()))
+    return
+  results = run(configs, heads, settings, pools, emit,
+                lengths_from=a.lengths_file or
+                f"text, SentencePiece {a.tokenizer_vocab} pieces")
   if not a.json:
     print_report(results)
 

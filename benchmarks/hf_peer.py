@@ -47,7 +47,7 @@ def adamw(parameters, learning_rate: float,
       eps=optimizer.EPS, weight_decay=optimizer.WEIGHT_DECAY, fused=fused)
 
 
-def _device(on_gpu: bool) -> torch.device:
+def torch_device(on_gpu: bool) -> torch.device:
   if not on_gpu:
     return torch.device("cpu")
   if not torch.cuda.is_available():
@@ -77,7 +77,7 @@ def run(cfg: network.RemBertConfig, batch: dict, dtype: str, warmup: int,
   Raises:
     RuntimeError: `on_gpu` but torch has no CUDA.
   """
-  device = _device(on_gpu)
+  device = torch_device(on_gpu)
   torch.manual_seed(seed)
   model = transformers.RemBertForMaskedLM(hf_config(cfg)).to(device)
   model.train()

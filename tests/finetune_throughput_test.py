@@ -4,7 +4,10 @@ The benchmark's end-to-end run (`--quick --json`, ~50 s) is not part of the
 suite's time budget; run it by hand.
 """
 
+import json
+
 import numpy as np
+import pytest
 
 from benchmarks import finetune_throughput
 
@@ -36,3 +39,17 @@ def test_unpacked_batch_layout():
       assert (b["end_positions"] < lengths - 1).all()
     if head == "tagging":
       assert list(b["weights"].sum(-1)) == [2, 8]
+
+
+def test_qa_row_length_is_the_qa_modules():
+  from rembert_t5x.data import qa  # pylint: disable=g-import-not-at-top
+  assert finetune_throughput.SEQ_LEN["qa"] == qa.MAX_SEQ_LENGTH
+
+
+def test_length_pools_from_a_file_name_what_is_missing(tmp_path):
+  path = tmp_path / "pools.json"
+  path.write_text(json.dumps({"pair": {"128": [5, 9]}}))
+  pools = finetune_throughput.file_pools(str(path))
+  assert pools("pair", 128).tolist() == [5, 9]
+  with pytest.raises(SystemExit, match="no pool for head 'tagging' at 128"):
+    pools("tagging", 128)
