@@ -100,7 +100,7 @@ def synthetic_mlm_batch(batch: int, seq_len: int, vocab_size: int,
   Exactly `num_selected(seq_len - 2)` non-special positions per row carry
   weight 1 (80% [MASK], 10% random, 10% kept), as `preprocessors.mask_tokens`
   selects them. There is no vocabulary file: the special ids are those of
-  our trained vocabularies (`vocabulary.TRAINED_LAYOUT`, 0-4).
+  our trained vocabularies (`pieces.TRAINED_LAYOUT`, 0-4).
   """
   rng = np.random.default_rng(seed)
   special = pieces.TRAINED_LAYOUT
