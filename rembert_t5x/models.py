@@ -138,6 +138,8 @@ class _ConverterClass:
     self.name = name
 
   def __get__(self, obj, objtype=None):
+    # Deferred: SeqIO and TensorFlow (seconds), needed only for input
+    # pipelines.
     from rembert_t5x import feature_converters  # pylint: disable=g-import-not-at-top
     return getattr(feature_converters, self.name)
 

@@ -47,6 +47,7 @@ from rembert_t5x import configs
 from rembert_t5x.convert import checkpoint_conversion as cc
 from rembert_t5x.convert import checkpoint_io
 from rembert_t5x import layer_stacking
+from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x import optimizer as optimizer_lib
 from rembert_t5x import partitioning
@@ -120,12 +121,8 @@ def build_train_state(params: dict, config: network.RemBertConfig,
     errors.UserError: `params` are not a `RemBertForMaskedLM` of `config`.
   """
   _import_t5x()
-  # Deferred: t5x is optional; `models` imports seqio and TensorFlow, which
-  # the converter's other commands do not need.
-  # pylint: disable=g-import-not-at-top
-  from t5x import train_state as train_state_lib
-  from rembert_t5x import models
-  # pylint: enable=g-import-not-at-top
+  # Deferred: t5x is optional.
+  from t5x import train_state as train_state_lib  # pylint: disable=g-import-not-at-top
   optimizer_def = make_optimizer(optimizer)
   model = models.RemBertMLMModel(network.RemBertForMaskedLM(config),
                                  optimizer_def=optimizer_def)
@@ -370,11 +367,8 @@ def restore_for_finetuning(checkpoint_path: str, model: Any,
   train state of `model` (a fine-tuning `models.RemBert*Model`).
   """
   _import_t5x()
-  # Deferred: t5x is optional; `models` imports seqio and TensorFlow.
-  # pylint: disable=g-import-not-at-top
-  from t5x import utils
-  from rembert_t5x import models
-  # pylint: enable=g-import-not-at-top
+  # Deferred: t5x is optional.
+  from t5x import utils  # pylint: disable=g-import-not-at-top
   partitioner = make_partitioner()
   initializer = utils.TrainStateInitializer(
       optimizer_def=make_optimizer(optimizer),

@@ -66,6 +66,7 @@ from rembert_t5x.data import synthetic
 from rembert_t5x.experiments import analysis
 from rembert_t5x.experiments import sweep
 from rembert_t5x.experiments import uncertainty
+from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x.runner import jobs as runner_jobs
 from rembert_t5x.runner import train as runner_train
@@ -229,10 +230,8 @@ def run_unit(out: pathlib.Path, variant: str, p: int, settings: Settings,
   `evaluations` (a `runner.jobs.Evaluations`) is shared by the units of one
   worker, so each task family's evaluation examples are built once.
   """
-  # Deferred: models and demo import seqio and TensorFlow (seconds), which
-  # only the units that run need.
-  from rembert_t5x import models  # pylint: disable=g-import-not-at-top
-  # Deferred: seqio and TensorFlow (seconds).
+  # Deferred: demo imports seqio and TensorFlow (seconds), which only the
+  # units that run need.
   from rembert_t5x.experiments import demo  # pylint: disable=g-import-not-at-top
   config = variant_config(variant)
   unit_dir = unit_path(out, variant, p).parent

@@ -78,6 +78,7 @@ from rembert_t5x import configs
 from rembert_t5x.data import synthetic
 from rembert_t5x.experiments import paper_reference
 from rembert_t5x.experiments import sweep_report
+from rembert_t5x import models
 from rembert_t5x import protocol
 from rembert_t5x.runner import checkpoints
 
@@ -276,8 +277,6 @@ def results_path(workdir: str, point: GridPoint) -> pathlib.Path:
 
 def make_model(spec: TaskSpec, config):
   """The T5X-style model class of a task, over `config`."""
-  # Deferred: seqio and TensorFlow (seconds).
-  from rembert_t5x import models  # pylint: disable=g-import-not-at-top
   module = models.make_module(spec.kind, config, spec.num_classes)
   if spec.kind == "pair":
     return models.RemBertPairClassificationModel(module)

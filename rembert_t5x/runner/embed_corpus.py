@@ -425,6 +425,7 @@ def load_encoder(pretrained: str, work_dir: str,
     errors.UserError: no config beside the checkpoint, or a checkpoint that
       does not fit it.
   """
+  # Deferred: seqio and TensorFlow (seconds); embedding tokens needs neither.
   from rembert_t5x.data import vocabulary as vocab_lib  # pylint: disable=g-import-not-at-top
   if config is None:
     saved = pathlib.Path(pretrained) / configs.CHECKPOINT_CONFIG_FILE
@@ -495,6 +496,7 @@ def read_corpus(path: str) -> list[str]:
 
 def _random_encoder(model_gin: str, vocab: Optional[str], work_dir: str,
                     settings: Mapping[str, int]) -> CorpusEncoder:
+  # Deferred: seqio and TensorFlow (seconds); embedding tokens needs neither.
   from rembert_t5x.data import vocabulary as vocab_lib  # pylint: disable=g-import-not-at-top
   if not vocab:
     raise errors.UserError("--model_gin needs --vocab (a SentencePiece model)")
