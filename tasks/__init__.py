@@ -5,7 +5,7 @@ MLM pre-training (`pretraining`), XNLI, PAWS-X, PAN-X, UD-POS, the QA tasks
 (XQuAD, MLQA, TyDiQA-GoldP) and retrieval (Tatoeba, BUCC). T5X runs use
 `--gin.MIXTURE_OR_TASK_MODULE=rembert_tasks`. The synthetic tasks of the
 offline demo live in `rembert_tasks.synthetic` and are imported on demand
-(importing it prepares the synthetic data).
+(importing it registers them; their data is made when a task is first read).
 """
 
 from rembert_tasks import panx  # pylint: disable=unused-import

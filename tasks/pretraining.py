@@ -24,7 +24,7 @@ Task names use `_` for `-` in language codes (seqio names allow no `-`).
 
 import functools
 import os
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import seqio
 import tensorflow as tf
@@ -222,7 +222,9 @@ def register_local_text_mlm(
     sequence_length: Optional[int] = None,
     alpha: float = 0.5,
     example_counts: Optional[Mapping[str, int]] = None,
-    shuffle_buffer_size: Optional[int] = None) -> str:
+    shuffle_buffer_size: Optional[int] = None,
+    source_wrapper: Optional[Callable[[seqio.DataSource],
+                                      seqio.DataSource]] = None) -> str:
   """Registers MLM tasks over plain-text files, one task per language.
 
   Each line is a sentence or paragraph; a language's lines are read file by
@@ -246,6 +248,9 @@ def register_local_text_mlm(
       The first batch waits until every buffer is full, so a corpus much
       smaller than the buffer is read (and tokenised and masked) many times
       over first: ~5 s for four 300-line languages.
+    source_wrapper: wraps each language's source (the synthetic tasks make
+      their files on first read); with it and `example_counts`, the files
+      are not looked at here.
 
   Returns:
     The mixture name.
@@ -274,7 +279,7 @@ def register_local_text_mlm(
     files = [os.fspath(f) for f in files]
     if example_counts is not None and lang in example_counts:
       for path in files:
-        if not os.path.isfile(path):
+        if source_wrapper is None and not os.path.isfile(path):
           raise ValueError(f"{path}: no such file.")
       counts[lang] = example_counts[lang]
     else:
@@ -283,9 +288,10 @@ def register_local_text_mlm(
         f"{name}_{task_language_suffix(lang)}",
         # cycle_length=1 reads a language's files one after the other, so
         # sequences hold contiguous text rather than interleaved blocks.
-        source=seqio.TextLineDataSource(
-            {"train": files}, num_input_examples={"train": counts[lang]},
-            cycle_length=1),
+        source=(source_wrapper or (lambda source: source))(
+            seqio.TextLineDataSource(
+                {"train": files}, num_input_examples={"train": counts[lang]},
+                cycle_length=1)),
         preprocessors=mlm_preprocessors(
             from_lines=True, sequence_length=sequence_length),
         output_features=mlm_output_features(vocabulary),

@@ -7,9 +7,11 @@ training data in one language only (`rembert_t5x.data.synthetic`). Everything is
 generated locally in seconds, so pre-training, fine-tuning and zero-shot
 evaluation run with no download.
 
-Importing this module prepares the data in `$REMBERT_SYNTHETIC_DIR`
-(default `~/.cache/rembert_t5x/synthetic-v1`; the first import takes ~20 s
-to train the vocabulary, later ones reuse it) and registers:
+Importing this module reads and writes nothing: it registers the tasks over
+`$REMBERT_SYNTHETIC_DIR` (default `~/.cache/rembert_t5x/synthetic-v1`), whose
+data and vocabulary are made the first time a task is read (~20 s, mostly
+training the vocabulary; later reads reuse them; `prepare()` makes them
+ahead). It registers:
 
   rembert_synthetic_mlm                  alpha-sampled MLM mixture (all languages)
   rembert_synthetic_mlm_<lang>           one MLM task per language
@@ -34,6 +36,8 @@ import pathlib
 import shutil
 import tempfile
 from typing import Any, Dict, Optional
+
+import seqio
 
 from rembert_t5x.data import pieces
 from rembert_t5x.data import qa
@@ -118,35 +122,52 @@ def _path(manifest, *parts) -> str:
 def register_synthetic(manifest: Dict[str, Any], prefix: str = PREFIX,
                        vocabulary=None,
                        qa_max_seq_length: int = QA_SETTINGS["max_seq_length"],
-                       shuffle_buffer_size: Optional[int] = None
-                       ) -> Dict[str, str]:
+                       shuffle_buffer_size: Optional[int] = None,
+                       prepare_on_read: bool = False) -> Dict[str, str]:
   """Registers the MLM, pair, tag and QA tasks over a prepared directory.
 
   `qa_max_seq_length` is the QA windows' length (the QA tasks refuse a
   shorter `input_tokens` length). `shuffle_buffer_size` is every task's
   shuffle buffer (None: seqio's 1,000); the tests' tiny data use a small
   one, so a first batch does not wait for many passes over them.
+  `prepare_on_read`: `manifest` is a `layout()` whose files may not exist
+  yet; every source and the vocabulary run `prepare(manifest["dir"])` before
+  their first read, and nothing is read here (the corpus line counts are the
+  manifest's sizes).
 
   Returns:
     {"mlm", "pair", "tag", "qa"}: the mixture names (the fine-tuning ones are
     the zero-shot evaluation mixtures; training tasks are
     `<prefix><family>_train`).
   """
-  vocabulary = vocabulary or vocabulary_lib.RemBertVocabulary(manifest["vocab"])
   langs = manifest["languages"]
   train_lang = manifest["train_language"]
+  if prepare_on_read:
+    data_dir = manifest["dir"]
+    vocabulary = vocabulary or _PreparedVocabulary(data_dir)
+    on_read = lambda source: _PreparedOnRead(source, data_dir)
+    mlm_settings = dict(
+        source_wrapper=on_read,
+        example_counts={l: manifest["sizes"]["corpus"] for l in langs})
+  else:
+    vocabulary = vocabulary or vocabulary_lib.RemBertVocabulary(
+        manifest["vocab"])
+    on_read = lambda source: source
+    mlm_settings = {}
   names = {"mlm": pretraining.register_local_text_mlm(
       f"{prefix}mlm",
       files_by_lang={l: [_path(manifest, "corpus", l)] for l in langs},
-      vocabulary=vocabulary, shuffle_buffer_size=shuffle_buffer_size)}
+      vocabulary=vocabulary, shuffle_buffer_size=shuffle_buffer_size,
+      **mlm_settings)}
 
   def sources(name, make_source):
     def source_for(role, lang):
       if role == "train":
-        return make_source({"train": _path(manifest, name, "train", lang)},
-                           lang)
-      return make_source({"validation": _path(manifest, name, "dev", lang),
-                          "test": _path(manifest, name, "test", lang)}, lang)
+        return on_read(make_source(
+            {"train": _path(manifest, name, "train", lang)}, lang))
+      return on_read(make_source(
+          {"validation": _path(manifest, name, "dev", lang),
+           "test": _path(manifest, name, "test", lang)}, lang))
     return source_for
 
   # Training tasks are `<prefix><family>_train` (one training language).
@@ -188,5 +209,76 @@ def _squad_source(paths):
   return qa_tasks.squad_file_source(paths)
 
 
-MANIFEST = prepare()
-NAMES = register_synthetic(MANIFEST)
+def layout(data_dir: Optional[str] = None) -> Dict[str, Any]:
+  """The manifest `prepare(data_dir)` returns with the default sizes, without
+  reading or writing anything (the files may not exist yet)."""
+  root = str(data_dir or os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR)
+  codes = synthetic.language_codes()
+  return {"dir": root, "vocab": os.path.join(root, "spm.model"),
+          "languages": codes, "train_language": synthetic.TRAIN_LANGUAGE,
+          "sizes": {"corpus": synthetic.CORPUS_SENTENCES},
+          "files": synthetic.file_layout(codes)}
+
+
+# Directories this process has prepared (or found prepared): `prepare` takes
+# a file lock, once per directory is enough.
+_PREPARED = set()
+
+
+def _ensure_prepared(data_dir: str) -> None:
+  if data_dir not in _PREPARED:
+    prepare(data_dir)
+    _PREPARED.add(data_dir)
+
+
+class _PreparedOnRead(seqio.DataSource):
+  """A source whose files `prepare(data_dir)` makes before the first read."""
+
+  def __init__(self, inner: seqio.DataSource, data_dir: str):
+    super().__init__(splits=inner.splits,
+                     caching_permitted=inner.caching_permitted,
+                     performs_internal_shuffling=(
+                         inner.performs_internal_shuffling))
+    self._inner = inner
+    self._data_dir = data_dir
+
+  @property
+  def supports_arbitrary_sharding(self) -> bool:
+    return self._inner.supports_arbitrary_sharding
+
+  @property
+  def output_features(self):
+    return self._inner.output_features
+
+  def num_input_examples(self, split: str) -> Optional[int]:
+    return self._inner.num_input_examples(split)
+
+  def list_shards(self, split: str):
+    _ensure_prepared(self._data_dir)
+    return self._inner.list_shards(split)
+
+  def get_dataset(self, *args, **kwargs):
+    _ensure_prepared(self._data_dir)
+    return self._inner.get_dataset(*args, **kwargs)
+
+
+class _PreparedVocabulary(vocabulary_lib.RemBertVocabulary):
+  """The directory's vocabulary, made by `prepare` when first loaded."""
+
+  def __init__(self, data_dir: str):
+    super().__init__(os.path.join(data_dir, "spm.model"))
+    self._data_dir = data_dir
+
+  def _model_context(self):
+    _ensure_prepared(self._data_dir)
+    return super()._model_context()
+
+
+def register_default() -> Dict[str, str]:
+  """Registers the tasks over the default directory (what importing this
+  module does); nothing is read or written until a task is read."""
+  manifest = layout()
+  return register_synthetic(manifest, prepare_on_read=True)
+
+
+NAMES = register_default()

@@ -136,8 +136,8 @@ def test_unknown_task_named_by_macro(tmp_path, capsys):
       "--gin_file=gin_configs/runs/local_tiny_pretrain.gin",
       f"--gin.MODEL_DIR='{tmp_path / 'm'}'",
       "--gin.MIXTURE_OR_TASK_NAME='rembert_no_such_task'",
-      # Registered already (imported above); the file's default module,
-      # rembert_tasks.synthetic, would first generate the synthetic data.
+      # Registered already (imported above): no need for the file's default
+      # module, rembert_tasks.synthetic.
       "--gin.MIXTURE_OR_TASK_MODULE='rembert_tasks'"], capsys)
   assert "unknown task or mixture 'rembert_no_such_task'" in err
   assert not (tmp_path / "m" / "checkpoints").exists()

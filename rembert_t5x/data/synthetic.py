@@ -697,11 +697,45 @@ def _write_lines(path: str, lines: Sequence[str]) -> None:
 SPLITS = ("train", "dev", "test")
 
 
+# `generate`'s default corpus size: sentences (= lines) per language.
+CORPUS_SENTENCES = 3000
+_EXTENSIONS = {"pair": "tsv", "tag": "tsv", "qa": "json"}
+
+
+def language_codes(num_languages: int = DEFAULT_NUM_LANGUAGES,
+                   languages: Optional[Sequence[str]] = None,
+                   train_language: str = TRAIN_LANGUAGE) -> List[str]:
+  """The codes `generate` writes (checked: known, training one included)."""
+  codes = list(languages or [s.code for s in LANGUAGES[:num_languages]])
+  unknown = [c for c in codes if c not in LANGUAGE_BY_CODE]
+  if unknown or train_language not in codes:
+    raise ValueError(f"languages {codes} (unknown: {unknown}) must be codes of"
+                     f" LANGUAGES and include train_language={train_language}")
+  return codes
+
+
+def file_layout(codes: Sequence[str], train_language: str = TRAIN_LANGUAGE
+                ) -> Dict:
+  """Where `generate` writes each file, relative to its workdir.
+
+  Returns:
+    {"corpus": {lang: path}, "pair" | "tag" | "qa": {split: {lang: path}}};
+    "train" holds only the training language.
+  """
+  files = {"corpus": {code: f"corpus/{code}.txt" for code in codes}}
+  for task, extension in _EXTENSIONS.items():
+    files[task] = {
+        split: {code: f"{task}/{split}-{code}.{extension}"
+                for code in ([train_language] if split == "train" else codes)}
+        for split in SPLITS}
+  return files
+
+
 def generate(workdir: str, seed: int = 0,
              num_languages: int = DEFAULT_NUM_LANGUAGES,
              languages: Optional[Sequence[str]] = None,
              train_language: str = TRAIN_LANGUAGE,
-             corpus_sentences: int = 3000,
+             corpus_sentences: int = CORPUS_SENTENCES,
              pair_train: int = 2000, tag_train: int = 1000,
              qa_train: int = 1500, eval_examples: int = 200,
              qa_sentences_per_context: int = 2) -> Dict:
@@ -726,39 +760,31 @@ def generate(workdir: str, seed: int = 0,
     {"corpus": {lang: path}, "pair" | "tag" | "qa": {split: {lang: path}}}
     with absolute paths; "train" holds only the training language.
   """
-  codes = list(languages or [s.code for s in LANGUAGES[:num_languages]])
-  unknown = [c for c in codes if c not in LANGUAGE_BY_CODE]
-  if unknown or train_language not in codes:
-    raise ValueError(f"languages {codes} (unknown: {unknown}) must be codes of"
-                     f" LANGUAGES and include train_language={train_language}")
+  codes = language_codes(num_languages, languages, train_language)
   workdir = os.path.abspath(workdir)
   sizes = {"corpus": corpus_sentences, "pair_train": pair_train,
            "tag_train": tag_train, "qa_train": qa_train,
            "eval_examples": eval_examples,
            "qa_sentences_per_context": qa_sentences_per_context}
   # Relative paths first: they go into the manifest as they are.
-  files = {"corpus": {code: f"corpus/{code}.txt" for code in codes}}
+  files = file_layout(codes, train_language)
   for code in codes:
     write_corpus(os.path.join(workdir, files["corpus"][code]),
                  make_corpus(code, corpus_sentences, seed))
   writers = {
-      "pair": ("tsv", pair_train, lambda path, code, split, n: write_pair_tsv(
+      "pair": (pair_train, lambda path, code, split, n: write_pair_tsv(
           path, make_pair_examples(code, split, n, seed))),
-      "tag": ("tsv", tag_train, lambda path, code, split, n: write_conll(
+      "tag": (tag_train, lambda path, code, split, n: write_conll(
           path, code, make_tag_examples(code, split, n, seed))),
-      "qa": ("json", qa_train, lambda path, code, split, n: write_squad_json(
+      "qa": (qa_train, lambda path, code, split, n: write_squad_json(
           path, make_qa_examples(code, split, n, seed,
                                  qa_sentences_per_context))),
   }
-  for task, (extension, train_size, write) in writers.items():
-    files[task] = {}
-    for split in SPLITS:
-      files[task][split] = {}
-      for code in [train_language] if split == "train" else codes:
-        name = f"{task}/{split}-{code}.{extension}"
+  for task, (train_size, write) in writers.items():
+    for split, by_code in files[task].items():
+      for code, name in by_code.items():
         write(os.path.join(workdir, name), code, split,
               train_size if split == "train" else eval_examples)
-        files[task][split][code] = name
   manifest = {"seed": seed, "languages": codes,
               "train_language": train_language, "sizes": sizes,
               "files": files}

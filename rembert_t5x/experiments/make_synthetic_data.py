@@ -28,7 +28,8 @@ def _define_flags(fv: flags.FlagValues) -> None:
           f"Use the first N of {[s.code for s in synthetic.LANGUAGES]}.")
   flags.DEFINE_list("languages", None, "Explicit language codes (overrides "
                     "--num_languages).", flag_values=fv)
-  integer("corpus_sentences", 3000, "Corpus sentences per language.")
+  integer("corpus_sentences", synthetic.CORPUS_SENTENCES,
+          "Corpus sentences per language.")
   integer("pair_train", 2000, "Training pairs.")
   integer("tag_train", 1000, "Training sentences for tagging.")
   integer("qa_train", 1500, "Training questions.")
