@@ -101,6 +101,7 @@ import numpy as np
 from benchmarks import common  # pylint: disable=g-import-not-at-top,wrong-import-position
 from benchmarks import flops as flop_model
 from benchmarks import scale_plan_hosts
+from rembert_t5x import configs
 from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x import partitioning
@@ -110,9 +111,13 @@ P = jax.sharding.PartitionSpec
 GIB = 2**30
 DEFAULT_CONFIG = "gin_configs/models/paper/rembert.gin"
 
-# Pre-training (paper Table 14 / gin_configs/runs/pretrain_mlm.gin).
-PRETRAIN = dict(batch=2048, seq_len=512, max_predictions=80,
-                learning_rate=2e-4, train_steps=1_760_000, warmup_steps=15_000)
+# Pre-training (paper Table 14), as gin_configs/runs/pretrain_mlm.gin sets it.
+_RUN = configs.run_file_macros("pretrain_mlm.gin")
+PRETRAIN = dict(batch=_RUN["BATCH_SIZE"],
+                seq_len=_RUN["TASK_FEATURE_LENGTHS"]["input_tokens"],
+                max_predictions=80, learning_rate=_RUN["LEARNING_RATE"],
+                train_steps=_RUN["TRAIN_STEPS"],
+                warmup_steps=_RUN["WARMUP_STEPS"])
 # Fine-tuning: SQuAD-trained QA at RemBERT's batch (Table 15) and
 # finetune_xquad.gin's 384 tokens, the longest fine-tuning rows we run.
 FINETUNE = dict(batch=128, seq_len=384, learning_rate=9e-6, train_steps=8311,

@@ -21,7 +21,7 @@ import os
 import pathlib
 import re
 import tokenize
-from typing import Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 import flax
 import gin
@@ -214,6 +214,24 @@ class _MacroRecorder(config_parser.ParserDelegate):
 
 def _parse_statements(text_or_file, recorder: _MacroRecorder) -> list:
   return list(config_parser.ConfigParser(text_or_file, recorder))
+
+
+def gin_file_macros(path: str) -> dict[str, Any]:
+  """The macros a gin file itself binds (`NAME = literal`), its includes not
+  followed: e.g. the pre-training schedule of `gin_configs/runs/
+  pretrain_mlm.gin`, read by tools that must agree with it (`run_file_macros`).
+  """
+  with open(path, encoding="utf-8") as f:
+    statements = _parse_statements(f, _MacroRecorder())
+  return {s.selector: s.value for s in statements
+          if isinstance(s, config_parser.BindingStatement)
+          and not s.arg_name and "." not in s.selector and not s.scope}
+
+
+def run_file_macros(name: str) -> dict[str, Any]:
+  """`gin_file_macros` of `gin_configs/runs/<name>` of this installation."""
+  return gin_file_macros(
+      str(gin_path.search_root() / "gin_configs" / "runs" / name))
 
 
 def _resolve_include(name: str, prefixes: Sequence[str]) -> Optional[str]:

@@ -25,7 +25,6 @@ checkpoint with the highest English-dev score (`task_score`; QA scores
 """
 
 import functools
-import importlib
 import json
 import math
 import os
@@ -37,6 +36,7 @@ import gin
 
 from rembert_t5x.common import cli
 from rembert_t5x.common import errors
+from rembert_t5x.common import task_modules
 
 # Paper §4 / Table 15: every task is fine-tuned for 3 epochs.
 EPOCHS = 3
@@ -50,14 +50,6 @@ def task_score(metrics: Mapping[str, float]) -> float:
     if name in metrics:
       return float(metrics[name])
   raise ValueError(f"no score among metrics {sorted(metrics)}")
-
-
-def _import_module(module: Optional[str]) -> None:
-  if module:
-    try:
-      importlib.import_module(module)
-    except ImportError as e:
-      raise errors.UserError(f"cannot import task module {module!r}: {e}") from e
 
 
 @functools.lru_cache(maxsize=None)
@@ -123,7 +115,7 @@ def train_steps(mixture_or_task_name: str = gin.REQUIRED,
   if batch_size <= 0 or epochs <= 0:
     raise errors.UserError(f"train_steps: batch_size ({batch_size}) and epochs "
                         f"({epochs}) must be positive")
-  _import_module(module)
+  task_modules.import_task_module(module)
   if pack:
     if not task_feature_lengths:
       raise errors.UserError("train_steps: pack=True needs "
@@ -183,11 +175,21 @@ def packed_rows(task_name: str, split: str,
 
 # The fine-tuning warm-up (finetune_base.gin) from the derived step count; the
 # decay rate follows from both in optimizer.learning_rate_schedule.
+# BERT's warm-up: a tenth of the steps. The one rule of the T5X run files
+# (through gin) and the local experiments (`runner.jobs`).
+WARMUP_FRACTION = 0.1
+
+
 @gin.configurable
 def warmup_steps(total_steps: int = gin.REQUIRED,
-                 fraction: float = 0.1) -> int:
-  """BERT's fine-tuning warm-up: `int(total_steps * fraction)`."""
-  return int(total_steps * fraction)
+                 fraction: float = WARMUP_FRACTION) -> int:
+  """BERT's warm-up: `total_steps * fraction` rounded down.
+
+  The epsilon keeps 70 * 0.1 = 7.000000000000001 and 30 * 0.1 =
+  3.0000000000000004 alike on the integer below them, and a product that
+  rounding puts just under an integer on that integer.
+  """
+  return math.floor(total_steps * fraction + 1e-9)
 
 
 # --------------------------------------------------------------------------

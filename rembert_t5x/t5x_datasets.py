@@ -10,11 +10,12 @@ import: the config is duck-typed (`mixture_or_task_name`, `split`,
 `module`).
 """
 
-import importlib
 from typing import Any, Optional
 
 from absl import logging
 import seqio
+
+from rembert_t5x.common import task_modules
 
 
 def if_split_exists(dataset_cfg: Any) -> Optional[Any]:
@@ -32,8 +33,7 @@ def if_split_exists(dataset_cfg: Any) -> Optional[Any]:
   """
   if dataset_cfg is None:
     return None
-  if getattr(dataset_cfg, "module", None):
-    importlib.import_module(dataset_cfg.module)
+  task_modules.import_task_module(getattr(dataset_cfg, "module", None))
   provider = dataset_cfg.mixture_or_task_name
   if isinstance(provider, str):
     provider = seqio.get_mixture_or_task(provider)

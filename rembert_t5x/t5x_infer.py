@@ -52,7 +52,6 @@ The model side is unchanged: `predict_batch(_with_aux)` of
 `rembert_t5x.models`. No function here imports t5x.
 """
 
-import importlib
 import json
 import os
 import re
@@ -66,6 +65,7 @@ import tensorflow as tf
 # Imported with this module (when gin parses a run file), never later: a
 # module registering a gin configurable after t5x.infer has locked the config
 # is refused.
+from rembert_t5x.common import task_modules
 from rembert_t5x.data import inputs
 from rembert_t5x.data import qa
 from rembert_t5x.data import xtreme_preprocessors as xp
@@ -381,7 +381,6 @@ def verify_task_vocabulary(dataset_cfg: Any, model: Any) -> None:
   Raises:
     rembert_t5x.common.errors.UserError: naming the task and both sizes.
   """
-  if getattr(dataset_cfg, "module", None):
-    importlib.import_module(dataset_cfg.module)
+  task_modules.import_task_module(getattr(dataset_cfg, "module", None))
   name = dataset_cfg.mixture_or_task_name
   inputs.check_task_vocabulary(model, getattr(name, "name", name))

@@ -35,7 +35,7 @@ without the distractor sentences mining is about.
 """
 
 import os
-from typing import List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional
 
 import seqio
 
@@ -107,6 +107,32 @@ def register_tatoeba_local(data_dir: str,
   return names
 
 
+
+class BuccMetric:
+  """seqio metric fn for BUCC: reads the corpus's files, then scores.
+
+  A task-level adapter: the scoring itself is `retrieval_metrics.bucc_metric`
+  (`scoring/`, which sits below the data readers it would need here).
+
+  Targets are (side, index) with index the row of the sentence in its BUCC
+  file; the files are read when the metric is computed, to map rows back to
+  BUCC ids and to load the gold pairs (`retrieval_metrics.bucc_metric`).
+  """
+
+  def __init__(self, source_path: str, english_path: str, gold_path: str,
+               k: int = 4, threshold: Optional[float] = None):
+    self.paths = (source_path, english_path)
+    self.gold_path = gold_path
+    self.k = k
+    self.threshold = threshold
+
+  def __call__(self, targets, predictions) -> Dict[str, float]:
+    rows = [xtreme_readers.read_bucc_sentences(path) for path in self.paths]
+    gold = xtreme_readers.read_bucc_gold(self.gold_path)
+    return retrieval_metrics.bucc_metric(targets, predictions, rows, gold,
+                                         self.paths, self.k, self.threshold)
+
+
 def register_bucc_local(data_dir: str,
                         vocabulary: Optional[seqio.Vocabulary] = None,
                         prefix: str = "rembert_local_",
@@ -118,7 +144,7 @@ def register_bucc_local(data_dir: str,
     files = xtreme_readers.bucc_files(data_dir, lang, "dev")
     source = xtreme_readers.bucc_source(files["source"], files["target"],
                                         split="validation")
-    metric = xtreme_readers.BuccMetric(files["source"], files["target"],
+    metric = BuccMetric(files["source"], files["target"],
                                        files["gold"])
     names.append(_add(f"{prefix}bucc_{lang}", source, vocabulary, [],
                       metric))

@@ -260,3 +260,14 @@ def test_binding_errors_say_what_to_write(binding, expected):
   finally:
     gin.config._REGISTRY.pop("__main__.train")  # pylint: disable=protected-access
   assert str(e.value) == f"gin binding {binding!r}: {expected}"
+
+
+def test_gin_file_macros_are_the_files_own_literal_bindings(tmp_path):
+  path = tmp_path / "run.gin"
+  path.write_text("include 'gin_configs/models/tiny.gin'\n"
+                  "STEPS = 10\nRATE = 2e-4\nLENGTHS = {'input_tokens': 64}\n"
+                  "train.steps = %STEPS\n", encoding="utf-8")
+  assert configs.gin_file_macros(str(path)) == {
+      "STEPS": 10, "RATE": 2e-4, "LENGTHS": {"input_tokens": 64}}
+  run = configs.run_file_macros("pretrain_mlm.gin")
+  assert (run["TRAIN_STEPS"], run["WARMUP_STEPS"]) == (1_760_000, 15_000)

@@ -4,8 +4,8 @@ import jax
 import numpy as np
 import pytest
 
-from rembert_t5x.data import xtreme_readers
 from rembert_t5x.scoring import retrieval_metrics as rm
+from rembert_tasks import retrieval as retrieval_tasks
 
 # The private pieces under test.
 _dense = rm._margin_candidates_dense  # pylint: disable=protected-access
@@ -97,7 +97,7 @@ def _write_bucc(directory, source_rows, english_rows, gold):
   paths["gold"] = directory / "gold.txt"
   paths["gold"].write_text("".join(f"{s}\t{e}\n" for s, e in gold),
                            encoding="utf-8")
-  return xtreme_readers.BuccMetric(str(paths["source"]), str(paths["english"]),
+  return retrieval_tasks.BuccMetric(str(paths["source"]), str(paths["english"]),
                        str(paths["gold"]))
 
 

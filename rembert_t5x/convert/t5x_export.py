@@ -82,8 +82,10 @@ def make_optimizer(name: str):
     # What gin_configs/runs/train_base.gin binds, with pretrain_mlm.gin's
     # schedule. The optimizer state written here (step 0, zero moments, the
     # schedule's count) depends on the structure only, not on these values.
+    run = configs.run_file_macros("pretrain_mlm.gin")
     schedule = optimizer_lib.learning_rate_schedule(
-        2e-4, total_steps=1_760_000, warmup_steps=15_000)
+        run["LEARNING_RATE"], total_steps=run["TRAIN_STEPS"],
+        warmup_steps=run["WARMUP_STEPS"])
     return optimizers.OptaxWrapper(optimizer_lib.adamw(schedule))
   raise errors.UserError(
       f"--optimizer={name!r}: expected one of {OPTIMIZERS}")

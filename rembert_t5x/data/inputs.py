@@ -8,7 +8,6 @@ can be saved and restored, or skipped to). Data errors become
 `errors.UserError` naming the task and the step.
 """
 
-import importlib
 import pathlib
 import re
 from typing import Optional
@@ -19,17 +18,6 @@ import tensorflow as tf
 
 from rembert_t5x.common import errors
 from rembert_t5x.data import vocabulary as vocab_lib
-
-
-def import_task_module(module: Optional[str]) -> None:
-  """Imports the module that registers the task (T5X's MIXTURE_OR_TASK_MODULE)."""
-  if not module:
-    return
-  try:
-    importlib.import_module(module)
-  except ImportError as e:
-    raise errors.UserError(f"MIXTURE_OR_TASK_MODULE {module!r} cannot be "
-                        f"imported: {_first_line(e)}") from e
 
 
 def get_task_or_mixture(name: str):
@@ -168,11 +156,6 @@ def make_dataset(model, task_name: str, task_feature_lengths, batch_size: int,
   return InputIterator(ds.prefetch(2), skip_batches)
 
 
-def _first_line(e: BaseException) -> str:
-  text = (getattr(e, "message", None) or str(e)).strip()
-  return text.splitlines()[0] if text else type(e).__name__
-
-
 def data_error_line(e: BaseException) -> str:
   """The first line of a data error, without tf.data's wrapping.
 
@@ -182,7 +165,7 @@ def data_error_line(e: BaseException) -> str:
   passed to FlatMapDataset:3 transformation with iterator: Iterator::...:
   ValueError: <message>`; only the message names the file and the example.
   """
-  line = _first_line(e)
+  line = errors.first_line(e)
   if isinstance(e, tf.errors.OpError):
     line = re.sub(r"^\{\{[^}]*\}\}\s*", "", line)
     python_error = re.search(r"\b[A-Z]\w*Error: (.+)", line)
@@ -220,7 +203,7 @@ def check_task_vocabulary(model, task_name: str) -> None:
       size = feature.vocabulary.vocab_size
     except (ValueError, OSError) as e:
       raise errors.UserError(f"task {sub.name}: cannot load its vocabulary: "
-                          f"{_first_line(e)}") from e
+                          f"{errors.first_line(e)}") from e
     if size > vocab_size:
       raise errors.UserError(
           f"task {sub.name}: its vocabulary has {size} ids but the model's "

@@ -46,7 +46,6 @@ import tensorflow as tf
 from rembert_t5x.common import shutdown
 from rembert_t5x.data import squad_files
 from rembert_t5x.data import xtreme_preprocessors as xp
-from rembert_t5x.scoring import retrieval_metrics
 
 # XTREME's XNLI label names -> class ids, in TFDS `xnli` / `multi_nli` order.
 XNLI_LABELS = ("entailment", "neutral", "contradiction")
@@ -475,25 +474,3 @@ def bucc_source(source_path: str, english_path: str,
 
   return _function_source({split: (source_path, english_path)}, rows,
                           _retrieval_signature())
-
-
-class BuccMetric:
-  """seqio metric fn for BUCC: reads the corpus's files, then scores.
-
-  Targets are (side, index) with index the row of the sentence in its BUCC
-  file; the files are read when the metric is computed, to map rows back to
-  BUCC ids and to load the gold pairs (`retrieval_metrics.bucc_metric`).
-  """
-
-  def __init__(self, source_path: str, english_path: str, gold_path: str,
-               k: int = 4, threshold: Optional[float] = None):
-    self.paths = (source_path, english_path)
-    self.gold_path = gold_path
-    self.k = k
-    self.threshold = threshold
-
-  def __call__(self, targets, predictions) -> Dict[str, float]:
-    rows = [read_bucc_sentences(path) for path in self.paths]
-    return retrieval_metrics.bucc_metric(
-        targets, predictions, rows, read_bucc_gold(self.gold_path),
-        self.paths, self.k, self.threshold)

@@ -40,6 +40,8 @@ import unicodedata
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from rembert_t5x import configs
+from rembert_t5x.convert import checkpoint_conversion as cc
+from rembert_t5x import network
 from rembert_t5x.convert import checkpoint_io
 from rembert_t5x.data import pieces
 from rembert_t5x.data import vocabulary
@@ -117,16 +119,15 @@ def build_released_like_hf(out_dir: str, data_dir: str,
   for suffix in (".model", ".vocab"):
     pathlib.Path(str(out / "trained") + suffix).unlink()
   layout = pieces.RELEASED_LAYOUT
-  config = transformers.RemBertConfig(
-      vocab_size=vocab_size, hidden_size=hidden_size,
-      num_hidden_layers=num_layers, num_attention_heads=num_heads,
-      input_embedding_size=hidden_size // 2,
-      output_embedding_size=hidden_size * 3 // 4,
-      intermediate_size=hidden_size * 2,
-      # QA windows are 384 tokens (XTREME's).
-      max_position_embeddings=512,
-      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-      pad_token_id=layout[pieces.PAD_PIECE],
+  config = cc.hf_config(
+      network.RemBertConfig(
+          vocab_size=vocab_size, emb_dim=hidden_size, num_layers=num_layers,
+          num_heads=num_heads, head_dim=hidden_size // num_heads,
+          input_embed_dim=hidden_size // 2,
+          output_embed_dim=hidden_size * 3 // 4, mlp_dim=hidden_size * 2,
+          # QA windows are 384 tokens (XTREME's).
+          max_position_embeddings=512, dropout_rate=0.0,
+          pad_id=layout[pieces.PAD_PIECE]),
       bos_token_id=layout[pieces.CLS_PIECE],
       eos_token_id=layout[pieces.SEP_PIECE])
   torch.manual_seed(seed)

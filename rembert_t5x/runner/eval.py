@@ -52,6 +52,7 @@ import tensorflow as tf
 from rembert_t5x.common import cli
 from rembert_t5x.common import errors
 from rembert_t5x.common import io_utils
+from rembert_t5x.common import task_modules
 from rembert_t5x import configs
 from rembert_t5x.data import inputs
 from rembert_t5x.data import vocabulary as vocab_lib
@@ -550,7 +551,7 @@ def evaluate(checkpoint_dir: Optional[str] = None,
   check_output_dir(output_dir)
   if task_feature_lengths:
     network.check_length(model.config, task_feature_lengths["input_tokens"])
-  inputs.import_task_module(mixture_or_task_module)
+  task_modules.import_task_module(mixture_or_task_module)
   inputs.check_tfds_prepared(mixture_or_task_name)
   if selection_task:
     inputs.check_tfds_prepared(selection_task)

@@ -26,19 +26,17 @@ Example:
       "/tmp/ft", model, "demo_tag_zeroshot", {"input_tokens": 64})
 """
 
-import math
 import os
 import subprocess
 import sys
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from rembert_t5x.common import errors
+from rembert_t5x import protocol
 from rembert_t5x.runner import checkpoints
 from rembert_t5x.runner import eval as eval_lib
 from rembert_t5x.runner import train_config
 
-# Warm-up steps as a fraction of the steps (BERT's).
-WARMUP_FRACTION = 0.1
 # The most steps between logged metrics.
 LOG_PERIOD = 50
 
@@ -67,9 +65,7 @@ def experiment_config(*, train_steps: int, seed: int,
   period = checkpoint_period or train_steps
   conventions = dict(
       train_steps=train_steps, seed=seed, data_seed=seed,
-      # The epsilon keeps 70 * 0.1 = 7.000000000000001 and 30 * 0.1 alike
-      # on the integer below them, as `steps // 10` would.
-      warmup_steps=math.floor(train_steps * WARMUP_FRACTION + 1e-9),
+      warmup_steps=protocol.warmup_steps(train_steps),
       checkpoint_period=period,
       keep_checkpoints=-(-train_steps // period) + 1,
       log_period=max(1, min(LOG_PERIOD, train_steps)),

@@ -60,6 +60,7 @@ import tqdm
 from rembert_t5x.common import cli
 from rembert_t5x.common import errors
 from rembert_t5x.common import io_utils
+from rembert_t5x.common import task_modules
 from rembert_t5x import configs
 from rembert_t5x.data import inputs
 from rembert_t5x.data import vocabulary as vocab_lib
@@ -186,7 +187,7 @@ def _prepare_model_dir(model, config: train_config.TrainConfig,
     errors.UserError: the task module or task is unknown, or the task
       vocabulary is larger than the model's.
   """
-  inputs.import_task_module(config.mixture_or_task_module)
+  task_modules.import_task_module(config.mixture_or_task_module)
   inputs.get_task_or_mixture(config.mixture_or_task_name)
   vocab_lib.use_checkpoint_vocabulary(config.init_checkpoint, str(out_dir))
   inputs.check_task_vocabulary(model, config.mixture_or_task_name)
