@@ -13,6 +13,7 @@ from rembert_t5x.experiments import analysis
 from rembert_t5x.experiments import sweep
 from rembert_t5x.experiments import xtreme_road
 from rembert_t5x import network
+from rembert_tasks import synthetic as synthetic_tasks
 from tests import test_utils
 
 # Minutes, not seconds: `-m 'not slow'` leaves it out of a quick loop
@@ -75,7 +76,6 @@ def pretrained(tmp_path_factory):
   encoder, and a run (its input pipeline and compiled step) took seconds
   of CPU that tell these tests nothing (train_test covers pre-training).
   """
-  from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
   root = tmp_path_factory.mktemp("analysis")
   manifest = synthetic_tasks.prepare(
       str(root / "data"), corpus_sentences=300, pair_train=64, tag_train=64,

@@ -12,6 +12,7 @@ from rembert_t5x import gin_path
 from rembert_t5x import network
 from rembert_t5x import protocol
 from rembert_tasks import registry
+from rembert_tasks import synthetic as synthetic_tasks
 from tests import test_utils
 
 
@@ -290,7 +291,6 @@ CONFIG = network.RemBertConfig(
 
 @pytest.mark.slow  # a whole grid: pre-train, fine-tune, evaluate
 def test_tiny_local_sweep_end_to_end(tmp_path):
-  from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
   manifest = synthetic_tasks.prepare(
       str(tmp_path / "data"), corpus_sentences=300, pair_train=64,
       tag_train=64, qa_train=64, eval_examples=16)

@@ -12,6 +12,7 @@ from rembert_t5x.data import pieces
 from rembert_t5x.data import vocabulary
 from rembert_t5x import network
 from rembert_tasks import registry
+from rembert_tasks import synthetic as synthetic_tasks
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
@@ -67,7 +68,6 @@ def register_tiny_synthetic(directory, prefix: str, **sizes):
   Sizes default to a 300-sentence corpus, 64 training examples per task and
   16 dev examples per language; `sizes` overrides them.
   """
-  from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
   settings = dict(corpus_sentences=300, pair_train=64, tag_train=64,
                   qa_train=64, eval_examples=16)
   settings.update(sizes)

@@ -509,7 +509,7 @@ def _demo_task(args) -> Tuple[sweep.TaskSpec, network.RemBertConfig]:
   task = tasks[args.task]
   if args.mode == "probe":
     check_probe_kind(task)
-  # Deferred: importing it prepares the synthetic data (seconds).
+  # Deferred: it imports seqio and TensorFlow (seconds).
   from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
   config = configs.config_from_gin(args.model_gin or DEMO_MODEL_GIN)
   return task, dataclasses.replace(config,

@@ -73,6 +73,7 @@ from rembert_t5x import network
 from rembert_t5x.runner import eval as eval_lib
 from rembert_t5x.runner import jobs as runner_jobs
 from rembert_t5x.runner import train as runner_train
+from rembert_tasks import synthetic as synthetic_tasks
 
 VARIANTS = {
     "coupled": "gin_configs/models/tiny_coupled.gin",
@@ -261,8 +262,6 @@ def run(workdir: str, settings: DemoSettings = DemoSettings(),
 
 
 def _prepare(out: pathlib.Path, settings: DemoSettings):
-  # Deferred: importing it prepares the synthetic data (seconds).
-  from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
   manifest = synthetic_tasks.prepare(str(out / "data"),
                                      seed=settings.data_seed,
                                      eval_examples=settings.eval_examples)
@@ -370,8 +369,6 @@ def _run_variant(out: pathlib.Path, variant: str, settings: DemoSettings,
 
 def variant_config(variant: str) -> network.RemBertConfig:
   """The variant's model config with the synthetic vocabulary's size."""
-  # Deferred: importing it prepares the synthetic data (seconds).
-  from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
   return dataclasses.replace(configs.config_from_gin(VARIANTS[variant]),
                              vocab_size=synthetic_tasks.VOCAB_SIZE)
 
@@ -424,8 +421,6 @@ def finetune_model(kind: str, config: network.RemBertConfig, family: str):
     return models.RemBertPairClassificationModel(module)
   if kind == "tagging":
     return models.RemBertTaggingModel(module)
-  # Deferred: importing it prepares the synthetic data (seconds).
-  from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
   return models.RemBertQAModel(
       module, max_answer_length=synthetic_tasks.QA_SETTINGS["max_answer_length"])
 

@@ -70,6 +70,7 @@ from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x.runner import jobs as runner_jobs
 from rembert_t5x.runner import train as runner_train
+from rembert_tasks import synthetic as synthetic_tasks
 
 # The base model: the tiny config (H = 64, 2 layers of 4 heads x 16, MLP 256).
 BASE_GIN = "gin_configs/models/tiny.gin"
@@ -198,8 +199,6 @@ def unit_path(out: pathlib.Path, variant: str, seed: int) -> pathlib.Path:
 
 def prepare(out: pathlib.Path, settings: Settings):
   """(manifest, task names) of the 12-language synthetic benchmark."""
-  # Deferred: importing it prepares the synthetic data (seconds).
-  from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
   wanted = {"seed": settings.data_seed,
             "eval_examples": settings.eval_examples,
             "corpus": settings.corpus_sentences}

@@ -673,7 +673,7 @@ def _main(args) -> None:
     return
   vocab_size = args.vocab_size
   if args.experiment == "demo":
-    # Deferred: importing it prepares the synthetic data (seconds).
+    # Deferred: it imports seqio and TensorFlow (seconds).
     from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
     vocab_size = vocab_size or synthetic_tasks.VOCAB_SIZE
   else:
