@@ -5,6 +5,7 @@ import json
 import pytest
 
 from rembert_t5x.experiments import demo
+from rembert_t5x.experiments import synthetic_runs
 
 # Minutes, not seconds: `-m 'not slow'` leaves it out of a quick loop (the
 # parsing test below is quick but shares the module).
@@ -91,5 +92,6 @@ def test_finetune_pack_flag_reaches_the_workers():
   assert settings.finetune_pack is False
   assert demo.DemoSettings().finetune_pack is True
   # A worker process gets the setting back from the flags it is given.
-  assert demo.parse_args(["--workdir", "/w", *demo._flags(settings)])[1] == (  # pylint: disable=protected-access
+  assert demo.parse_args(
+      ["--workdir", "/w", *synthetic_runs.worker_flags(settings)])[1] == (
       settings)

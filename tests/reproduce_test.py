@@ -13,6 +13,7 @@ import pytest
 from rembert_t5x.common import errors
 from rembert_t5x import configs
 from rembert_t5x.experiments import reproduce
+from rembert_t5x.experiments import synthetic_runs
 
 LANGS = ("qla", "qcy", "qgr")
 
@@ -155,7 +156,7 @@ def test_units_seeds_outermost_and_settings_checked():
 def test_flags_round_trip():
   settings = reproduce.Settings(seeds=2, pretrain_steps=7, figure1=False)
   fv = reproduce.cli.parse_flags(
-      ["--workdir=/tmp/x"] + reproduce._flags(settings),  # pylint: disable=protected-access
+      ["--workdir=/tmp/x"] + synthetic_runs.worker_flags(settings),
       reproduce._define_flags)  # pylint: disable=protected-access
   assert reproduce._settings(fv) == settings  # pylint: disable=protected-access
   assert pathlib.Path(fv.workdir) == pathlib.Path("/tmp/x")

@@ -1,6 +1,6 @@
 r"""The offline demo: coupled vs decoupled embeddings, zero-shot transfer.
 
-  python -m rembert_t5x.experiments.demo --workdir /tmp/demo          # ~5 min on 2 idle cores
+  python -m rembert_t5x.experiments.demo --workdir /tmp/demo          # ~10 min on 2 idle cores
   python -m rembert_t5x.experiments.demo --workdir /tmp/demo --full   # 3 pre-training seeds
 
 On one CPU machine, with nothing downloaded:
@@ -67,12 +67,12 @@ from rembert_t5x.common import io_utils
 from rembert_t5x import configs
 from rembert_t5x.data import synthetic
 from rembert_t5x.experiments import synthetic_baselines
+from rembert_t5x.experiments import synthetic_runs
 from rembert_t5x.experiments import uncertainty
 from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x.runner import eval as eval_lib
 from rembert_t5x.runner import jobs as runner_jobs
-from rembert_t5x.runner import train as runner_train
 from rembert_tasks import synthetic as synthetic_tasks
 
 VARIANTS = {
@@ -96,43 +96,22 @@ NUM_CLASSES = {"pair": 2, "tag": len(synthetic.TAGS)}
 
 
 @dataclasses.dataclass
-class DemoSettings:
-  """Sizes and seeds of one demo run (every field is a command-line flag)."""
-  # Sized to finish within about 5 minutes on 2 idle cores, with the two
-  # variants in two worker processes (docs/DEMO_RESULTS.md has the measured
-  # runs); `--full` and the step flags run longer.
-  pretrain_steps: int = 500
-  finetune_steps: int = 100
-  batch_size: int = 32
-  pretrain_length: int = 64
-  pretrain_learning_rate: float = 3e-3
-  finetune_learning_rate: float = 5e-4
-  # Sentence-pair comparison is learnt more slowly than tagging or QA: it
-  # gets more steps and a higher learning rate (at 100 steps its loss stayed
-  # at chance, 0.69: docs/DEMO_RESULTS.md).
-  pair_finetune_steps: int = 150
-  pair_finetune_learning_rate: float = 1e-3
+class DemoSettings(synthetic_runs.RunSettings):
+  """Sizes and seeds of one demo run (every field is a command-line flag).
+
+  Sized to finish within about 10 minutes on 2 idle cores, with the two
+  variants in two worker processes (docs/DEMO_RESULTS.md has the measured
+  runs); `--full` and the step flags run longer. The bootstrap standard error
+  of an accuracy near 60% is ~2.4 points at the default 400 dev examples per
+  language (~1.4 for a 3-language average).
+  """
   pretrain_seeds: int = 1
   finetune_seeds: int = 3
-  seed: int = 0
-  data_seed: int = 0
   # Comma-separated subset of TASKS (a quicker run, or a smoke test).
   tasks: str = ",".join(TASKS)
-  # Dev examples per language: the bootstrap standard error of an accuracy
-  # near 60% is ~2.4 points at 400 (~1.4 for a 3-language average).
-  eval_examples: int = 400
-  # Worker processes; the variants are split among them (1: everything in
-  # this process).
-  jobs: int = 2
   # Fine-tuning packs each step's examples into fewer rows (the runner's
   # default); False trains one example per row, to see what packing saves.
   finetune_pack: bool = True
-
-  def finetune(self, family: str):
-    """(steps, learning rate) for fine-tuning one task family."""
-    if family == "pair":
-      return self.pair_finetune_steps, self.pair_finetune_learning_rate
-    return self.finetune_steps, self.finetune_learning_rate
 
   def families(self) -> List[str]:
     return self.tasks.split(",")
@@ -243,7 +222,7 @@ def run(workdir: str, settings: DemoSettings = DemoSettings(),
     log(f"{clock()} {len(todo)} variant(s) to run in {workers} worker "
         "processes")
     runner_jobs.run_workers("rembert_t5x.experiments.demo", workers,
-                            [f"--workdir={out}"] + _flags(settings))
+                            [f"--workdir={out}"] + synthetic_runs.worker_flags(settings))
     for worker_file in sorted(timing_dir.glob("*.json")):
       clock.add(json.loads(worker_file.read_text())["stages"])
   elif todo:
@@ -265,12 +244,8 @@ def _prepare(out: pathlib.Path, settings: DemoSettings):
   manifest = synthetic_tasks.prepare(str(out / "data"),
                                      seed=settings.data_seed,
                                      eval_examples=settings.eval_examples)
-  made = (manifest["seed"], manifest["sizes"]["eval_examples"])
-  if made != (settings.data_seed, settings.eval_examples):
-    raise errors.UserError(
-        f"{out / 'data' / 'manifest.json'}: data were generated with "
-        f"data_seed={made[0]}, eval_examples={made[1]}, not "
-        f"{settings.data_seed}, {settings.eval_examples}; use a new --workdir")
+  synthetic_runs.check_data(manifest, out / "data" / "manifest.json", {
+      "seed": settings.data_seed, "eval_examples": settings.eval_examples})
   return manifest, synthetic_tasks.register_synthetic(
       manifest, prefix="demo_", qa_max_seq_length=TASKS["qa"][1])
 
@@ -327,21 +302,12 @@ def _run_variant(out: pathlib.Path, variant: str, settings: DemoSettings,
           f"{settings.pretrain_steps} steps "
           f"({counts['pretraining_params']:,} parameters)")
       with clock.stage("pretrain"):
-        pre = runner_train.train_model(
-            models.RemBertMLMModel(network.RemBertForMaskedLM(config),
-                                   max_predictions_per_seq=16),
-            runner_jobs.experiment_config(
-                model_dir=str(pre_dir), mixture_or_task_name=names["mlm"],
-                task_feature_lengths={
-                    "input_tokens": settings.pretrain_length},
-                train_steps=settings.pretrain_steps,
-                batch_size=settings.batch_size,
-                learning_rate=settings.pretrain_learning_rate,
-                seed=settings.seed + p, pack=True))
+        pre = synthetic_runs.pretrain(config, str(pre_dir), names["mlm"],
+                                      settings, settings.seed + p)
       io_utils.atomic_write_json(done, pre)
     for family in settings.families():
       length = TASKS[family][1]
-      steps, learning_rate = settings.finetune(family)
+      steps, _ = settings.finetune(family)
       model, lengths = task_models[family], {"input_tokens": length}
       for r in range(settings.finetune_seeds):
         seed = settings.seed + p * settings.finetune_seeds + r
@@ -352,13 +318,9 @@ def _run_variant(out: pathlib.Path, variant: str, settings: DemoSettings,
         log(f"{clock()} {variant}: {family} on {train_lang}, pre-training "
             f"seed {p}, fine-tuning seed {seed}: {steps} steps, evaluation")
         with clock.stage("finetune"):
-          runner_train.train_model(model, runner_jobs.experiment_config(
-              model_dir=str(ft_dir),
-              mixture_or_task_name=f"demo_{family}_train",
-              task_feature_lengths=lengths, train_steps=steps,
-              batch_size=settings.batch_size, learning_rate=learning_rate,
-              seed=seed, init_checkpoint=str(pre_dir),
-              pack=settings.finetune_pack))
+          synthetic_runs.finetune(
+              model, str(ft_dir), family, f"demo_{family}_train", length,
+              settings, seed, str(pre_dir), pack=settings.finetune_pack)
         with clock.stage("evaluate"):
           languages = evaluations.last_checkpoint(
               str(ft_dir), model, names[family], lengths)
@@ -517,10 +479,6 @@ def _write(out: pathlib.Path, results: Dict[str, Any]) -> None:
         errors=errors)
 
 
-_DEFINE_BY_TYPE = {int: flags.DEFINE_integer, float: flags.DEFINE_float,
-                   str: flags.DEFINE_string, bool: flags.DEFINE_bool}
-
-
 def _define_flags(fv: flags.FlagValues) -> None:
   flags.DEFINE_string("workdir", None, "output directory", flag_values=fv,
                       required=True)
@@ -528,9 +486,7 @@ def _define_flags(fv: flags.FlagValues) -> None:
                     "win)", flag_values=fv)
   flags.DEFINE_integer("worker", None, "internal: run as worker i of --jobs",
                        flag_values=fv)
-  for field in dataclasses.fields(DemoSettings):
-    _DEFINE_BY_TYPE[type(field.default)](
-        field.name, None, f"default {field.default}", flag_values=fv)
+  synthetic_runs.define_flags(fv, DemoSettings, with_defaults=False)
 
 
 def _settings(fv: flags.FlagValues):
@@ -541,12 +497,6 @@ def _settings(fv: flags.FlagValues):
                  for f in dataclasses.fields(DemoSettings)
                  if fv[f.name].value is not None})
   return fv.workdir, DemoSettings(**values)
-
-
-def _flags(settings: DemoSettings) -> List[str]:
-  """The command-line flags that give a worker `settings`."""
-  return [f"--{f.name}={getattr(settings, f.name)}"
-          for f in dataclasses.fields(DemoSettings)]
 
 
 def parse_args(argv):

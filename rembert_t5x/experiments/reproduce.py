@@ -65,11 +65,10 @@ from rembert_t5x import configs
 from rembert_t5x.data import synthetic
 from rembert_t5x.experiments import analysis
 from rembert_t5x.experiments import sweep
+from rembert_t5x.experiments import synthetic_runs
 from rembert_t5x.experiments import uncertainty
-from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x.runner import jobs as runner_jobs
-from rembert_t5x.runner import train as runner_train
 from rembert_tasks import synthetic as synthetic_tasks
 
 # The base model: the tiny config (H = 64, 2 layers of 4 heads x 16, MLP 256).
@@ -143,30 +142,15 @@ FIGURE1_FAMILY = "tag"
 
 
 @dataclasses.dataclass
-class Settings:
-  """Sizes and seeds of one reproduction (every field is a flag)."""
-  seeds: int = 3
-  seed: int = 0
-  data_seed: int = 0
+class Settings(synthetic_runs.RunSettings):
+  """Sizes and seeds of one reproduction (every field is a flag); the
+  learning rates and fine-tuning steps are the demo's."""
   pretrain_steps: int = 600
-  pretrain_learning_rate: float = 3e-3
-  pretrain_length: int = 64
-  batch_size: int = 32
-  # Pair classification learns more slowly (the demo's tuning).
-  pair_finetune_steps: int = 150
-  pair_finetune_learning_rate: float = 1e-3
-  finetune_steps: int = 100
-  finetune_learning_rate: float = 5e-4
   eval_examples: int = 150
+  seeds: int = 3
   corpus_sentences: int = 2000
-  jobs: int = 2
   figure1: bool = True
   probes: bool = True
-
-  def finetune(self, family: str):
-    if family == "pair":
-      return self.pair_finetune_steps, self.pair_finetune_learning_rate
-    return self.finetune_steps, self.finetune_learning_rate
 
   def check(self) -> None:
     cli.check_at_least_one(self, (
@@ -206,13 +190,7 @@ def prepare(out: pathlib.Path, settings: Settings):
       str(out / "data"), seed=settings.data_seed, vocab_size=VOCAB_SIZE,
       num_languages=NUM_LANGUAGES, eval_examples=settings.eval_examples,
       corpus_sentences=settings.corpus_sentences)
-  made = {"seed": manifest["seed"],
-          "eval_examples": manifest["sizes"]["eval_examples"],
-          "corpus": manifest["sizes"]["corpus"]}
-  if made != wanted:
-    raise errors.UserError(
-        f"{out / 'data' / 'manifest.json'}: data were generated with {made}, "
-        f"not {wanted}; use a new --workdir")
+  synthetic_runs.check_data(manifest, out / "data" / "manifest.json", wanted)
   return manifest, synthetic_tasks.register_synthetic(manifest,
                                                       prefix="repro_")
 
@@ -238,16 +216,8 @@ def run_unit(out: pathlib.Path, variant: str, p: int, settings: Settings,
   start = time.time()
   pre_dir = unit_dir / "pretrain"
   log(f"{variant} seed {p}: pre-training {settings.pretrain_steps} steps")
-  mlm = runner_train.train_model(
-      models.RemBertMLMModel(network.RemBertForMaskedLM(config),
-                             max_predictions_per_seq=16),
-      runner_jobs.experiment_config(
-          model_dir=str(pre_dir), mixture_or_task_name=names["mlm"],
-          task_feature_lengths={"input_tokens": settings.pretrain_length},
-          train_steps=settings.pretrain_steps,
-          batch_size=settings.batch_size,
-          learning_rate=settings.pretrain_learning_rate, seed=seed,
-          pack=True))
+  mlm = synthetic_runs.pretrain(config, str(pre_dir), names["mlm"], settings,
+                                seed)
 
   def finetune(family: str, layers: int) -> Dict[str, Dict[str, float]]:
     kind, _, _ = demo.TASKS[family]
@@ -255,18 +225,15 @@ def run_unit(out: pathlib.Path, variant: str, p: int, settings: Settings,
     cfg = config if layers == config.num_layers else analysis.layer_config(
         config, layers)
     model = demo.finetune_model(kind, cfg, family)
-    steps, lr = settings.finetune(family)
     ft_dir = unit_dir / (family if layers == config.num_layers
                          else f"{family}-layers{layers}")
-    log(f"{variant} seed {p}: {family}, {layers} layers, {steps} steps")
-    lengths = {"input_tokens": length}
-    runner_train.train_model(model, runner_jobs.experiment_config(
-        model_dir=str(ft_dir), mixture_or_task_name=f"repro_{family}_train",
-        task_feature_lengths=lengths, train_steps=steps,
-        batch_size=settings.batch_size, learning_rate=lr, seed=seed,
-        init_checkpoint=str(pre_dir)))
+    log(f"{variant} seed {p}: {family}, {layers} layers, "
+        f"{settings.finetune(family)[0]} steps")
+    synthetic_runs.finetune(model, str(ft_dir), family,
+                            f"repro_{family}_train", length, settings, seed,
+                            str(pre_dir))
     return evaluations.last_checkpoint(str(ft_dir), model, names[family],
-                                       lengths)
+                                       {"input_tokens": length})
 
   record = {"variant": variant, "pretrain_seed": p, "seed": seed,
             "params": configs.count_parameters(config),
@@ -326,7 +293,7 @@ def run(workdir: str, settings: Settings = Settings(),
     work(out, settings, 0, 1, log)
   elif todo:
     runner_jobs.run_workers("rembert_t5x.experiments.reproduce", jobs,
-                            [f"--workdir={out}"] + _flags(settings))
+                            [f"--workdir={out}"] + synthetic_runs.worker_flags(settings))
   records = [json.loads(unit_path(out, *u).read_text())
              for u in units(settings)]
   results = analyse(records, settings)
@@ -336,11 +303,6 @@ def run(workdir: str, settings: Settings = Settings(),
   write(out, results)
   log(f"wrote {out / 'reproduce.md'}")
   return results
-
-
-def _flags(settings: Settings) -> List[str]:
-  return [f"--{f.name}={getattr(settings, f.name)}"
-          for f in dataclasses.fields(Settings)]
 
 
 # --------------------------------------------------------------------------
@@ -612,18 +574,12 @@ def write(out: pathlib.Path, results: Mapping[str, Any]) -> None:
 # Command line
 # --------------------------------------------------------------------------
 
-_DEFINE_BY_TYPE = {int: flags.DEFINE_integer, float: flags.DEFINE_float,
-                   bool: flags.DEFINE_bool}
-
-
 def _define_flags(fv: flags.FlagValues) -> None:
   flags.DEFINE_string("workdir", None, "output directory", flag_values=fv,
                       required=True)
   flags.DEFINE_integer("worker", None, "internal: run as worker i of --jobs",
                        flag_values=fv)
-  for field in dataclasses.fields(Settings):
-    _DEFINE_BY_TYPE[type(field.default)](
-        field.name, field.default, f"default {field.default}", flag_values=fv)
+  synthetic_runs.define_flags(fv, Settings)
 
 
 def _settings(fv: flags.FlagValues) -> Settings:
