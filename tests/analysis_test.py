@@ -68,6 +68,17 @@ def test_linear_probe_learns_a_separable_problem():
   assert np.mean(predict(x) == y) > 0.95
 
 
+def test_retrieval_accuracy_finds_counterparts_and_is_chance_without_them():
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(64, 16))
+  assert analysis.retrieval_accuracy(x, 3 * x + 0.01 * rng.normal(
+      size=x.shape)) == 100.0
+  # Unrelated candidates: near chance (100 / 64 = 1.6%).
+  assert analysis.retrieval_accuracy(x, rng.normal(size=x.shape)) < 15.0
+  # Counterparts in another order are not counted as found.
+  assert analysis.retrieval_accuracy(x, x[::-1]) < 5.0
+
+
 @pytest.fixture(scope="module")
 def pretrained(tmp_path_factory):
   """Synthetic tasks and a randomly initialised MLM model's MODEL_DIR.
@@ -107,6 +118,22 @@ def test_probe_writes_a_table_per_layer(pretrained):
   text = (root / "probe" / "probe.md").read_text()
   assert "| majority |" in text and "| 2 |" in text
   assert (root / "probe" / "probe.png").stat().st_size > 0
+
+
+def test_align_retrieves_each_language_per_layer(pretrained):
+  root, pre, manifest, task = pretrained
+  result = analysis.align(str(root / "align"), CONFIG, pre, task,
+                          manifest["languages"], "analysistest_",
+                          eval_examples=8, log=lambda _: None)
+  others = set(manifest["languages"]) - {task.train_language}
+  assert [r["layer"] for r in result["rows"]] == [0, 1, 2]
+  assert result["eval_examples"] == 8 and result["chance"] == 12.5
+  for r in result["rows"]:
+    assert set(r["scores"]) == others
+    assert all(0 <= v <= 100 for v in r["scores"].values())
+  analysis.write(str(root / "align"), result)
+  text = (root / "align" / "align.md").read_text()
+  assert "chance 12.5" in text and "| 2 |" in text
 
 
 def test_drop_layers_fine_tunes_each_kept_depth(pretrained):
@@ -187,6 +214,8 @@ def test_task_errors_name_the_fix(tmp_path, capsys):
   err = _usage_error(capsys, ["--mode=probe", "--task=squad", *common,
                               f"--xtreme_dir={tmp_path}"])
   assert "squad is a qa task" in err
+  err = _usage_error(capsys, ["--mode=align", "--task=qa", *common])
+  assert "align: qa is a qa task" in err
   err = _usage_error(capsys, ["--mode=probe", "--task=xnli", *common,
                               f"--xtreme_dir={tmp_path}"])
   assert "rembert_config.json" in err and "--model_gin" in err

@@ -6,6 +6,10 @@ r"""The paper's layer analyses of a pre-trained encoder (Figure 1 and probes).
   # Linear probes of frozen per-layer features (0 = embeddings).
   python -m rembert_t5x.experiments.analysis --mode=probe --pretrained=/tmp/m \
     --workdir=/tmp/probe --task=tag
+  # Cross-lingual retrieval of parallel examples per layer (is the
+  # pre-trained encoder aligned across languages?).
+  python -m rembert_t5x.experiments.analysis --mode=align --pretrained=/tmp/m \
+    --workdir=/tmp/align --task=pair
   # The same on XTREME's tasks, from a converted checkpoint (`rembert-convert
   # hf-to-t5x`) over XTREME's download folder:
   python -m rembert_t5x.experiments.analysis --mode=drop_layers \
@@ -217,15 +221,23 @@ def evaluation_tasks(task: sweep.TaskSpec) -> Dict[str, str]:
   return out
 
 
+def _mean_pooled(feats: np.ndarray, batch: Mapping[str, np.ndarray]
+                 ) -> np.ndarray:
+  """`[rows, d]`: each row's hidden states averaged over its tokens."""
+  mask = (batch["segment_ids"] > 0)[..., None]
+  return (feats * mask).sum(1) / np.maximum(mask.sum(1), 1)
+
+
 def _probe_data(task: sweep.TaskSpec, feats: np.ndarray,
-                batch: Mapping[str, np.ndarray]):
-  """(features [n, d], labels [n]) of a task's frozen hidden states."""
+                batch: Mapping[str, np.ndarray], pool: bool = False):
+  """(features [n, d], labels [n]) of a task's frozen hidden states; with
+  `pool`, one mean-pooled row per example whatever the task (no labels)."""
+  if pool:
+    return _mean_pooled(feats, batch), np.zeros(len(feats), np.int32)
   if task.kind == "tagging":
     keep = batch["weights"] > 0
     return feats[keep], batch["targets"][keep]
-  mask = (batch["segment_ids"] > 0)[..., None]
-  pooled = (feats * mask).sum(1) / np.maximum(mask.sum(1), 1)
-  return pooled, batch["label"]
+  return _mean_pooled(feats, batch), batch["label"]
 
 
 def _pad_rows(x: np.ndarray, rows: int) -> np.ndarray:
@@ -237,7 +249,8 @@ def _pad_rows(x: np.ndarray, rows: int) -> np.ndarray:
 
 def layer_probe_data(task: sweep.TaskSpec, config: network.RemBertConfig,
                      encoder: Mapping[str, Any],
-                     batch: Mapping[str, np.ndarray], chunk_size: int = 32
+                     batch: Mapping[str, np.ndarray], chunk_size: int = 32,
+                     pool: bool = False
                      ) -> List[Tuple[np.ndarray, np.ndarray]]:
   """Per layer (0..num_layers), the probe's (features, labels) of `batch`.
 
@@ -253,7 +266,7 @@ def layer_probe_data(task: sweep.TaskSpec, config: network.RemBertConfig,
     m = rows["input_tokens"].shape[0]
     padded = {k: _pad_rows(rows[k], chunk_size) for k in ENCODER_FEATURES}
     for l, states in enumerate(hidden_states(config, encoder, padded)):
-      parts[l].append(_probe_data(task, states[:m], rows))
+      parts[l].append(_probe_data(task, states[:m], rows, pool))
   return [(np.concatenate([x for x, _ in p]), np.concatenate([y for _, y in p]))
           for p in parts]
 
@@ -297,10 +310,10 @@ def train_linear_probe(x: np.ndarray, y: np.ndarray, num_classes: int,
   return predict
 
 
-def check_probe_kind(task: sweep.TaskSpec) -> None:
+def check_probe_kind(task: sweep.TaskSpec, mode: str = "probe") -> None:
   if task.kind not in PROBE_KINDS:
-    raise errors.UserError(f"probe: {task.name} is a {task.kind} task; "
-                           "probes read pair and tagging tasks")
+    raise errors.UserError(f"{mode}: {task.name} is a {task.kind} task; "
+                           f"{mode} reads pair and tagging tasks")
 
 
 def probe(workdir: str, config: network.RemBertConfig, pretrained: str,
@@ -366,6 +379,70 @@ def probe(workdir: str, config: network.RemBertConfig, pretrained: str,
           "majority_baseline": majority_scores, "rows": rows}
 
 
+def retrieval_accuracy(queries: np.ndarray, candidates: np.ndarray) -> float:
+  """% of rows i whose nearest candidate (cosine) is candidate i."""
+  unit = lambda x: x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True),  # pylint: disable=unnecessary-lambda-assignment
+                                  1e-12)
+  nearest = np.argmax(unit(queries) @ unit(candidates).T, axis=1)
+  return float(100 * np.mean(nearest == np.arange(len(queries))))
+
+
+def align(workdir: str, config: network.RemBertConfig, pretrained: str,
+          task: sweep.TaskSpec, languages: Optional[Sequence[str]] = None,
+          task_prefix: Optional[str] = None, eval_examples: int = 128,
+          log: Callable[[str], None] = print) -> Dict[str, Any]:
+  """Per-layer cross-lingual retrieval: does the encoder align languages?
+
+  Reads a family's split that is parallel across languages (the same
+  examples in every language: the synthetic tasks, XNLI, PAWS-X; not
+  PAN-X or UD-POS) and, per layer, retrieves each training-language
+  example's counterpart in every other language among that language's
+  examples by cosine similarity of mean-pooled hidden states. Without an
+  aligned representation zero-shot transfer has nothing to carry: near
+  chance (100 / examples) at every layer says pre-training did not align
+  the languages. Arguments as `probe`.
+
+  Returns:
+    {"mode": "align", "rows": [{"layer", "scores": {lang: top-1 %}, "avg"}],
+     "chance", ...}.
+  """
+  del workdir
+  check_probe_kind(task, "align")
+  # Deferred: seqio and TensorFlow (seconds).
+  from rembert_t5x.data import vocabulary  # pylint: disable=g-import-not-at-top
+  vocabulary.use_checkpoint_vocabulary(pretrained)  # before the tasks' data
+  encoder = encoder_params(checkpoints.load_params(pretrained),
+                           config.num_layers)
+  tasks = ({lang: f"{task_prefix}{task.name}_{lang}" for lang in languages}
+           if languages is not None else evaluation_tasks(task))
+  if task.train_language not in tasks:
+    raise errors.UserError(f"align: no {task.train_language} task among "
+                           f"{sorted(tasks)}")
+  split = task.evaluations[0].split
+  pooled = {lang: [x for x, _ in layer_probe_data(
+      task, config, encoder,
+      _examples(task, name, split, eval_examples, config), pool=True)]
+            for lang, name in tasks.items()}
+  queries = pooled.pop(task.train_language)
+  n = len(queries[0])
+  for lang, layers in pooled.items():
+    if len(layers[0]) != n:
+      raise errors.UserError(
+          f"align: {tasks[lang]} has {len(layers[0])} {split} examples "
+          f"where {tasks[task.train_language]} has {n}: the split is not "
+          "parallel across languages")
+  rows = []
+  for l, q in enumerate(queries):
+    scores = {lang: retrieval_accuracy(q, layers[l])
+              for lang, layers in pooled.items()}
+    rows.append({"layer": l, "scores": scores,
+                 "avg": float(np.mean(list(scores.values())))})
+    log(f"layer {l}: " + ", ".join(f"{k} {v:.1f}" for k, v in scores.items()))
+  return {"mode": "align", "task": task.name, "metric": "retrieval accuracy",
+          "split": split, "train_language": task.train_language,
+          "eval_examples": n, "chance": 100 / n, "rows": rows}
+
+
 # --------------------------------------------------------------------------
 # Outputs
 # --------------------------------------------------------------------------
@@ -381,6 +458,12 @@ def markdown(result: Mapping[str, Any]) -> str:
             f"{sweep_report.format_lr(result['learning_rate'])}, seed "
             f"{result['seed']})")
     key, extra = "layers", ["zero-shot avg"]
+  elif result["mode"] == "align":
+    head = (f"# Cross-lingual retrieval of {train_lang} examples: "
+            f"{result['task']} ({result['split']}, {result['eval_examples']} "
+            "parallel examples a language, mean-pooled layer states, "
+            f"top-1 %; chance {result['chance']:.1f}; layer 0 = embeddings)")
+    key, extra = "layer", []
   else:
     head = (f"# Linear probes of frozen layer features: {result['task']} "
             f"(accuracy on {result['split']}; trained on "
@@ -394,7 +477,7 @@ def markdown(result: Mapping[str, Any]) -> str:
     if result["mode"] == "drop_layers":
       z = r["zero_shot_avg"]
       cells.append("" if z is None else f"{z:.1f}")
-    else:
+    elif result["mode"] == "probe":
       cells.append(f"{r['train_accuracy']:.1f}")
     lines.append(f"| {r[key]} | " + " | ".join(cells) + " |")
   if result["mode"] == "probe":
@@ -424,7 +507,8 @@ def plot(result: Mapping[str, Any], path: pathlib.Path) -> None:
   ax.plot(xs, [r["avg"] for r in rows], "k--", label="avg")
   ax.set_xticks(xs)
   ax.set_xlabel("kept layers" if key == "layers" else "layer (0 = embeddings)")
-  ax.set_ylabel("score" if key == "layers" else "probe accuracy")
+  ax.set_ylabel({"drop_layers": "score", "probe": "probe accuracy",
+                 "align": "retrieval accuracy"}[result["mode"]])
   ax.set_title(f"{result['mode']}: {result['task']}", fontsize=10)
   ax.legend(fontsize=7, ncol=1 + len(rows[0]["scores"]) // 12)
   fig.tight_layout()
@@ -449,7 +533,8 @@ def write(workdir: str, result: Mapping[str, Any]) -> None:
 # --------------------------------------------------------------------------
 
 def _define_flags(fv: flags.FlagValues) -> None:
-  flags.DEFINE_enum("mode", None, ["drop_layers", "probe"], "the analysis",
+  flags.DEFINE_enum("mode", None, ["drop_layers", "probe", "align"],
+                    "the analysis",
                     flag_values=fv, required=True)
   flags.DEFINE_string("workdir", None, "output directory", flag_values=fv,
                       required=True)
@@ -487,8 +572,8 @@ def _define_flags(fv: flags.FlagValues) -> None:
                        flag_values=fv)
   flags.DEFINE_integer("train_examples", 256, "probe: training examples",
                        flag_values=fv)
-  flags.DEFINE_integer("eval_examples", 128, "probe: evaluation examples "
-                       "per language", flag_values=fv)
+  flags.DEFINE_integer("eval_examples", 128, "probe, align: evaluation "
+                       "examples per language", flag_values=fv)
 
 
 def main(argv=None) -> None:
@@ -507,8 +592,8 @@ def _demo_task(args) -> Tuple[sweep.TaskSpec, network.RemBertConfig]:
   if args.languages:
     raise errors.UserError("--languages needs --xtreme_dir")
   task = tasks[args.task]
-  if args.mode == "probe":
-    check_probe_kind(task)
+  if args.mode in ("probe", "align"):
+    check_probe_kind(task, args.mode)
   # Deferred: it imports seqio and TensorFlow (seconds).
   from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
   config = configs.config_from_gin(args.model_gin or DEMO_MODEL_GIN)
@@ -524,8 +609,8 @@ def _xtreme_task(args) -> Tuple[sweep.TaskSpec, network.RemBertConfig]:
     raise errors.UserError(f"--task={args.task} with --xtreme_dir: expected "
                            f"a grid of {args.experiment}: {sorted(grids)}")
   task = grids[args.task]
-  if args.mode == "probe":
-    check_probe_kind(task)
+  if args.mode in ("probe", "align"):
+    check_probe_kind(task, args.mode)
   if args.train_steps:
     task = dataclasses.replace(task, train_steps=args.train_steps)
   saved = pathlib.Path(args.pretrained) / configs.CHECKPOINT_CONFIG_FILE
@@ -555,6 +640,9 @@ def _main(args) -> Dict[str, Any]:
               else list(range(1, config.num_layers + 1)))
     result = drop_layers(args.workdir, config, args.pretrained, task, layers,
                          args.learning_rate, args.seed)
+  elif args.mode == "align":
+    result = align(args.workdir, config, args.pretrained, task,
+                   eval_examples=args.eval_examples)
   else:
     result = probe(args.workdir, config, args.pretrained, task,
                    train_examples=args.train_examples,
