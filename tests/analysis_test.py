@@ -77,6 +77,13 @@ def test_retrieval_accuracy_finds_counterparts_and_is_chance_without_them():
   assert analysis.retrieval_accuracy(x, rng.normal(size=x.shape)) < 15.0
   # Counterparts in another order are not counted as found.
   assert analysis.retrieval_accuracy(x, x[::-1]) < 5.0
+  # Large offsets of their own on both sides (a language's own direction)
+  # hide the counterparts from the cosine; removing each side's mean finds
+  # them again.
+  a = x + 100 * rng.normal(size=(1, 16))
+  b = x + 100 * rng.normal(size=(1, 16))
+  assert analysis.retrieval_accuracy(a, b) < 50.0
+  assert analysis.retrieval_accuracy(a, b, center=True) == 100.0
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +136,7 @@ def test_align_retrieves_each_language_per_layer(pretrained):
   assert [r["layer"] for r in result["rows"]] == [0, 1, 2]
   assert result["eval_examples"] == 8 and result["chance"] == 12.5
   for r in result["rows"]:
-    assert set(r["scores"]) == others
+    assert set(r["scores"]) == set(r["centered"]) == others
     assert all(0 <= v <= 100 for v in r["scores"].values())
   analysis.write(str(root / "align"), result)
   text = (root / "align" / "align.md").read_text()

@@ -379,8 +379,14 @@ def probe(workdir: str, config: network.RemBertConfig, pretrained: str,
           "majority_baseline": majority_scores, "rows": rows}
 
 
-def retrieval_accuracy(queries: np.ndarray, candidates: np.ndarray) -> float:
-  """% of rows i whose nearest candidate (cosine) is candidate i."""
+def retrieval_accuracy(queries: np.ndarray, candidates: np.ndarray,
+                       center: bool = False) -> float:
+  """% of rows i whose nearest candidate (cosine) is candidate i; with
+  `center`, each side's mean row is removed first (a language's own offset,
+  which can hide an otherwise shared geometry)."""
+  if center:
+    queries = queries - queries.mean(0)
+    candidates = candidates - candidates.mean(0)
   unit = lambda x: x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True),  # pylint: disable=unnecessary-lambda-assignment
                                   1e-12)
   nearest = np.argmax(unit(queries) @ unit(candidates).T, axis=1)
@@ -403,8 +409,9 @@ def align(workdir: str, config: network.RemBertConfig, pretrained: str,
   the languages. Arguments as `probe`.
 
   Returns:
-    {"mode": "align", "rows": [{"layer", "scores": {lang: top-1 %}, "avg"}],
-     "chance", ...}.
+    {"mode": "align", "rows": [{"layer", "scores": {lang: top-1 %}, "avg",
+     "centered", "centered_avg"}], "chance", ...}; "centered" is the same
+    retrieval with each language's mean pooled row removed first.
   """
   del workdir
   check_probe_kind(task, "align")
@@ -435,8 +442,12 @@ def align(workdir: str, config: network.RemBertConfig, pretrained: str,
   for l, q in enumerate(queries):
     scores = {lang: retrieval_accuracy(q, layers[l])
               for lang, layers in pooled.items()}
+    centered = {lang: retrieval_accuracy(q, layers[l], center=True)
+                for lang, layers in pooled.items()}
     rows.append({"layer": l, "scores": scores,
-                 "avg": float(np.mean(list(scores.values())))})
+                 "avg": float(np.mean(list(scores.values()))),
+                 "centered": centered,
+                 "centered_avg": float(np.mean(list(centered.values())))})
     log(f"layer {l}: " + ", ".join(f"{k} {v:.1f}" for k, v in scores.items()))
   return {"mode": "align", "task": task.name, "metric": "retrieval accuracy",
           "split": split, "train_language": task.train_language,
@@ -463,7 +474,7 @@ def markdown(result: Mapping[str, Any]) -> str:
             f"{result['task']} ({result['split']}, {result['eval_examples']} "
             "parallel examples a language, mean-pooled layer states, "
             f"top-1 %; chance {result['chance']:.1f}; layer 0 = embeddings)")
-    key, extra = "layer", []
+    key, extra = "layer", ["avg, each language's mean removed"]
   else:
     head = (f"# Linear probes of frozen layer features: {result['task']} "
             f"(accuracy on {result['split']}; trained on "
@@ -479,6 +490,8 @@ def markdown(result: Mapping[str, Any]) -> str:
       cells.append("" if z is None else f"{z:.1f}")
     elif result["mode"] == "probe":
       cells.append(f"{r['train_accuracy']:.1f}")
+    else:
+      cells.append(f"{r['centered_avg']:.1f}")
     lines.append(f"| {r[key]} | " + " | ".join(cells) + " |")
   if result["mode"] == "probe":
     base = result["majority_baseline"]
