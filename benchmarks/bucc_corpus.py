@@ -21,7 +21,7 @@ Speed depends on the sentence lengths, not their content: token ids are
 random, lengths are drawn from a pool of real Wikipedia sentence lengths
 (`--write_lengths`: the sentences of XQuAD's contexts in BUCC's languages
 that XQuAD has, de, en, ru and zh,
-tokenised by the SentencePiece model `finetune_throughput.py` trains on the
+tokenised by the SentencePiece model `finetune_lengths.tokenizer` trains on the
 shared data, 8,000 pieces). A vocabulary of 8,000 pieces cuts words into
 more pieces than RemBERT's 250,300, so these lengths are, if anything, longer
 than a real corpus's: the times are upper estimates. The pool file lets the
@@ -49,6 +49,7 @@ import jax  # pylint: disable=g-import-not-at-top
 import numpy as np  # pylint: disable=g-import-not-at-top
 
 from benchmarks import common  # pylint: disable=g-import-not-at-top
+from benchmarks import finetune_lengths  # pylint: disable=g-import-not-at-top
 from rembert_t5x import models  # pylint: disable=g-import-not-at-top
 from rembert_t5x.runner import embed_corpus  # pylint: disable=g-import-not-at-top
 from rembert_t5x.scoring import retrieval_metrics  # pylint: disable=g-import-not-at-top
@@ -67,9 +68,8 @@ def write_lengths(path: str, data_dir: pathlib.Path, cache_dir: pathlib.Path,
   """Token counts ([CLS] s [SEP], cut to embed_corpus.MAX_LENGTH) of the
   sentences of XQuAD's contexts in `languages`; written to `path` as a JSON
   list."""
-  from benchmarks import finetune_throughput  # pylint: disable=g-import-not-at-top
   from rembert_t5x.data import squad_files  # pylint: disable=g-import-not-at-top
-  vocab = finetune_throughput.tokenizer(data_dir, cache_dir)
+  vocab = finetune_lengths.tokenizer(data_dir, cache_dir)
   sentences = set()
   for f in [data_dir / "xquad" / f"xquad.{l}.json" for l in languages]:
     for ex in squad_files.read_squad_file(str(f), check_alignment=False):

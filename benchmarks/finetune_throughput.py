@@ -52,6 +52,7 @@ import jax  # pylint: disable=g-import-not-at-top
 import numpy as np  # pylint: disable=g-import-not-at-top
 
 from benchmarks import common  # pylint: disable=g-import-not-at-top
+from benchmarks import finetune_lengths  # pylint: disable=g-import-not-at-top
 from rembert_t5x.convert import checkpoint_conversion as cc  # pylint: disable=g-import-not-at-top
 from rembert_t5x import models  # pylint: disable=g-import-not-at-top
 from rembert_t5x import network  # pylint: disable=g-import-not-at-top
@@ -78,120 +79,10 @@ EVAL_PASSES = {"pair": 2, "tagging": 2, "qa": 1}
 NUM_CLASSES = {"pair": 3, "tagging": 7}
 TINY_CONFIG = "gin_configs/models/tiny.gin"
 DEFAULT_CONFIGS = (TINY_CONFIG, common.DEFAULT_CONFIG)
-SHARED_DATA = common.REPO_ROOT.parent / "shared" / "data"
 # The project issue's targets on the ablation config (reported, not
 # asserted): packed / unpacked train examples/s, and packed / HF.
 TARGET_RATIO = {"pair": 2.0, "tagging": 3.0, "qa": 0.95}
 TARGET_HF_RATIO = {"pair": 1.5, "tagging": 1.5}
-TOKENIZER_VOCAB = 8000
-TOKENIZER_SENTENCES = 4000
-
-
-# ----------------------------------------------------------------------------
-# Example lengths from real text.
-# ----------------------------------------------------------------------------
-
-
-def _xquad_files(data_dir: pathlib.Path) -> list[pathlib.Path]:
-  files = sorted(data_dir.glob("xquad.*.json"))
-  if not files:
-    raise SystemExit(f"finetune_throughput: no xquad.<lang>.json files in "
-                     f"{data_dir}; pass --data_dir (the folder holding "
-                     "tatoeba/ and xquad/).")
-  return files
-
-
-def _tatoeba_files(data_dir: pathlib.Path) -> dict[str, list[str]]:
-  """Each Tatoeba language's own side, English from the first pair file."""
-  from benchmarks import input_pipeline  # pylint: disable=g-import-not-at-top
-  files = input_pipeline.tatoeba_files(data_dir)
-  first = sorted(data_dir.glob("tatoeba.*-eng.eng"))[0]
-  return dict(files, eng=[str(first)])
-
-
-def tokenizer(data_dir: pathlib.Path, cache_dir: pathlib.Path,
-              vocab_size: int = TOKENIZER_VOCAB,
-              max_sentences: int = TOKENIZER_SENTENCES
-              ) -> "vocab_lib.RemBertVocabulary":
-  """A SentencePiece vocabulary trained on Tatoeba and XQuAD text.
-
-  Trained once (`pieces.train_sentencepiece`, alpha-sampled lines: Tatoeba
-  sentences and XQuAD questions and contexts) and kept in `cache_dir`; an
-  existing model with the same settings is reused.
-  """
-  # The text stack (seqio, TensorFlow) is imported only where text is read:
-  # with --lengths_file the timed part runs on a machine with only JAX.
-  from rembert_t5x.data import squad_files  # pylint: disable=g-import-not-at-top
-  from rembert_t5x.data import vocabulary as vocab_lib  # pylint: disable=g-import-not-at-top
-  cache_dir.mkdir(parents=True, exist_ok=True)
-  prefix = cache_dir / f"spm_{vocab_size}_{max_sentences}"
-  model_file = pathlib.Path(f"{prefix}.model")
-  if not model_file.exists():
-    files = _tatoeba_files(data_dir / "tatoeba")
-    with tempfile.TemporaryDirectory() as tmp:
-      for path in _xquad_files(data_dir / "xquad"):
-        lines = []
-        for ex in squad_files.read_squad_file(str(path), check_alignment=False):
-          lines += [ex.question, ex.context]
-        text = pathlib.Path(tmp) / f"{path.stem}.txt"
-        text.write_text("\n".join(dict.fromkeys(lines)) + "\n",
-                        encoding="utf-8")
-        files[path.stem] = [str(text)]
-      # Another run may train the same model: write aside, then rename.
-      own = f"{prefix}.{os.getpid()}"
-      pieces.train_sentencepiece(files, own, vocab_size,
-                                 max_sentences=max_sentences)
-    os.replace(f"{own}.vocab", f"{prefix}.vocab")
-    os.replace(f"{own}.model", model_file)
-  return vocab_lib.RemBertVocabulary(str(model_file))
-
-
-def sentence_lengths(vocab, data_dir: pathlib.Path, count: int,
-                     rng: np.random.Generator) -> dict[str, np.ndarray]:
-  """Token counts of `count` random Tatoeba sentences, per language.
-
-  Returns:
-    language -> `[sentences]` int token counts (no special tokens).
-  """
-  out = {}
-  files = _tatoeba_files(data_dir / "tatoeba")
-  per_language = max(2, count // len(files))
-  for lang, (path,) in sorted(files.items()):
-    lines = pathlib.Path(path).read_text(encoding="utf-8").splitlines()
-    lines = [l for l in lines if l.strip()]
-    picked = rng.choice(len(lines), min(per_language, len(lines)),
-                        replace=False)
-    out[lang] = np.array([len(vocab.encode(lines[i])) for i in picked])
-  return out
-
-
-def example_lengths(head: str, vocab, data_dir: pathlib.Path, seq_len: int,
-                    count: int, rng: np.random.Generator) -> np.ndarray:
-  """`[examples]` real token counts of one head's examples, at most seq_len.
-
-  tagging: `[CLS] s [SEP]`; pair: `[CLS] a [SEP] b [SEP]`, two sentences of
-  one language (as XNLI's premise and hypothesis); both cut to `seq_len`.
-  qa: the windows of `count` random XQuAD questions (all languages).
-  """
-  from rembert_t5x.data import qa  # pylint: disable=g-import-not-at-top
-  from rembert_t5x.data import squad_files  # pylint: disable=g-import-not-at-top
-  if head == "qa":
-    examples = []
-    for path in _xquad_files(data_dir / "xquad"):
-      examples += squad_files.read_squad_file(str(path), check_alignment=False)
-    lengths = []
-    for i in rng.choice(len(examples), count, replace=False):
-      windows = qa.make_windows(examples[i], vocab, seq_len,
-                                on_misaligned="ignore")
-      lengths += [len(w.input_tokens) for w in windows]
-    return np.array(lengths)
-  by_language = sentence_lengths(vocab, data_dir, count, rng)
-  if head == "tagging":
-    lengths = np.concatenate(list(by_language.values())) + 2
-  else:
-    lengths = np.concatenate([n + rng.permutation(n)
-                              for n in by_language.values()]) + 3
-  return np.minimum(lengths, seq_len)
 
 
 # ----------------------------------------------------------------------------
@@ -490,14 +381,6 @@ def head_seq_len(head: str, cfg: network.RemBertConfig, s: Settings) -> int:
   return min(s.seq_len or SEQ_LEN[head], cfg.max_position_embeddings)
 
 
-def length_pool(head: str, seq_len: int, vocab, data_dir: pathlib.Path,
-                s: Settings) -> np.ndarray:
-  """The real example lengths one head's draws are sampled from."""
-  return example_lengths(head, vocab, data_dir, seq_len,
-                         s.questions if head == "qa" else s.sentences,
-                         np.random.default_rng(s.seed))
-
-
 def run_head(head: str, config: str, cfg: network.RemBertConfig,
              pool: np.ndarray, s: Settings) -> dict:
   """Measures one head on draws from `pool`; returns its JSON line."""
@@ -695,38 +578,6 @@ def run(configs: Sequence[str], heads: Sequence[str], settings: Settings,
   return results
 
 
-def text_pools(data_dir: pathlib.Path, cache_dir: pathlib.Path,
-               settings: Settings, tokenizer_vocab: int = TOKENIZER_VOCAB,
-               tokenizer_sentences: int = TOKENIZER_SENTENCES
-               ) -> Callable[[str, int], np.ndarray]:
-  """Length pools from real text: Tatoeba and XQuAD under `data_dir`,
-  tokenised by a SentencePiece model trained on them (cached)."""
-  for sub in ("tatoeba", "xquad"):
-    if not (data_dir / sub).is_dir():
-      raise SystemExit(f"finetune_throughput: {data_dir / sub} not found; "
-                       "pass --data_dir (the folder holding tatoeba/ and "
-                       "xquad/).")
-  vocab = tokenizer(data_dir, cache_dir, tokenizer_vocab, tokenizer_sentences)
-  return lambda head, seq_len: length_pool(head, seq_len, vocab, data_dir,
-                                           settings)
-
-
-def file_pools(path: str) -> Callable[[str, int], np.ndarray]:
-  """Length pools written by `--write_lengths` (read on a machine without
-  the data or the text stack): `{head: {seq_len: [lengths]}}`."""
-  saved = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
-
-  def pool(head: str, seq_len: int) -> np.ndarray:
-    if head not in saved or str(seq_len) not in saved[head]:
-      raise SystemExit(
-          f"finetune_throughput: --lengths_file {path} has no pool for "
-          f"head {head!r} at {seq_len} tokens (it has "
-          f"{ {h: sorted(v) for h, v in saved.items()} }); write one with "
-          "--write_lengths and the same --heads/--seq_len/--config")
-    return np.asarray(saved[head][str(seq_len)])
-  return pool
-
-
 def main(argv=None):
   p = common.argument_parser(__doc__)
   p.set_defaults(config=None)
@@ -750,15 +601,15 @@ def main(argv=None):
                       "bfloat16 autocast); default: the config's")
   p.add_argument("--quick", action="store_true",
                  help="one draw, one timed step: a smoke test")
-  p.add_argument("--data_dir", default=str(SHARED_DATA))
+  p.add_argument("--data_dir", default=str(finetune_lengths.SHARED_DATA))
   p.add_argument("--cache_dir", default=str(
       pathlib.Path(tempfile.gettempdir()) / "rembert_finetune_throughput"),
                  help="where the trained SentencePiece model is kept")
-  p.add_argument("--tokenizer_vocab", type=int, default=TOKENIZER_VOCAB,
+  p.add_argument("--tokenizer_vocab", type=int, default=finetune_lengths.TOKENIZER_VOCAB,
                  help="pieces of the SentencePiece model the lengths come "
                       "from")
   p.add_argument("--tokenizer_sentences", type=int,
-                 default=TOKENIZER_SENTENCES,
+                 default=finetune_lengths.TOKENIZER_SENTENCES,
                  help="lines it is trained on")
   p.add_argument("--write_lengths", default=None,
                  help="measure nothing: write the heads' length pools "
@@ -808,10 +659,12 @@ def main(argv=None):
 
   configs = [a.config] if a.config else DEFAULT_CONFIGS
   if a.lengths_file:
-    pools = file_pools(a.lengths_file)
+    pools = finetune_lengths.file_pools(a.lengths_file)
   else:
-    pools = text_pools(pathlib.Path(a.data_dir), pathlib.Path(a.cache_dir),
-                       settings, a.tokenizer_vocab, a.tokenizer_sentences)
+    pools = finetune_lengths.text_pools(
+        pathlib.Path(a.data_dir), pathlib.Path(a.cache_dir),
+        settings.sentences, settings.questions, settings.seed,
+        a.tokenizer_vocab, a.tokenizer_sentences)
   if a.write_lengths:
     saved = {}
     for config in configs:

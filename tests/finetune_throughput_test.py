@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 
+from benchmarks import finetune_lengths
 from benchmarks import finetune_throughput
 
 
@@ -49,7 +50,7 @@ def test_qa_row_length_is_the_qa_modules():
 def test_length_pools_from_a_file_name_what_is_missing(tmp_path):
   path = tmp_path / "pools.json"
   path.write_text(json.dumps({"pair": {"128": [5, 9]}}))
-  pools = finetune_throughput.file_pools(str(path))
+  pools = finetune_lengths.file_pools(str(path))
   assert pools("pair", 128).tolist() == [5, 9]
   with pytest.raises(SystemExit, match="no pool for head 'tagging' at 128"):
     pools("tagging", 128)
