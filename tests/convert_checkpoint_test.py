@@ -440,12 +440,7 @@ def test_converter_starts_without_tensorflow():
   assert pieces.VOCABULARY_FILENAME == pieces.VOCABULARY_FILENAME
   code = ("import sys; import rembert_t5x.convert.checkpoint_io; "
           "print(sorted(m for m in ('tensorflow', 'seqio') if m in sys.modules))")
-  out = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                       text=True, timeout=120, cwd=test_utils.REPO_ROOT,
-                       env={**os.environ,
-                            "PYTHONPATH": str(test_utils.REPO_ROOT)})
-  assert out.returncode == 0, out.stderr
-  assert out.stdout.strip() == "[]"
+  assert test_utils.run_python(code, timeout=120).strip() == "[]"
 
 
 def test_cli_round_trip_and_one_line_errors(tmp_path):

@@ -1,9 +1,6 @@
 """The T5X model adapters: init, losses, gradients, predictions, fine-tune init."""
 
 import dataclasses
-import os
-import subprocess
-import sys
 
 from clu import metrics as clu_metrics
 import jax
@@ -449,10 +446,4 @@ def test_models_and_the_corpus_embedder_import_without_the_data_stack():
       "optimizer_update, accelerator_step\n"
       "print(sorted(m for m in ('tensorflow', 'seqio') if m in sys.modules))\n"
       "print(models.RemBertMLMModel.FEATURE_CONVERTER_CLS.__name__)\n")
-  out = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                       text=True, timeout=300, cwd=test_utils.REPO_ROOT,
-                       env={**os.environ,
-                            "PYTHONPATH": str(test_utils.REPO_ROOT)},
-                       check=False)
-  assert out.returncode == 0, out.stderr[-2000:]
-  assert out.stdout.split() == ["[]", "MLMFeatureConverter"]
+  assert test_utils.run_python(code).split() == ["[]", "MLMFeatureConverter"]

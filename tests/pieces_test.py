@@ -1,10 +1,6 @@
 """`rembert_t5x.data.pieces`: importable without TensorFlow, re-exported by
 `vocabulary` (its training and layouts are tested in vocabulary_test.py)."""
 
-import os
-import subprocess
-import sys
-
 from rembert_t5x.data import pieces
 from rembert_t5x.data import vocabulary
 from tests import test_utils
@@ -22,12 +18,7 @@ def test_training_a_vocabulary_needs_no_tensorflow(tmp_path):
       f"{str(tmp_path / 'v')!r}, vocab_size=16)\n"
       "print(path, sorted(m for m in ('tensorflow', 'seqio', 'jax') "
       "if m in sys.modules))\n")
-  out = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                       text=True, timeout=120, cwd=test_utils.REPO_ROOT,
-                       env={**os.environ,
-                            "PYTHONPATH": str(test_utils.REPO_ROOT)},
-                       check=False)
-  assert out.returncode == 0, out.stderr[-2000:]
-  assert out.stdout.split() == [f"{tmp_path / 'v'}.model", "[]"]
+  assert test_utils.run_python(code, timeout=120).split() == [
+      f"{tmp_path / 'v'}.model", "[]"]
   assert vocabulary.RemBertVocabulary(
       f"{tmp_path / 'v'}.model").special_ids == pieces.TRAINED_LAYOUT

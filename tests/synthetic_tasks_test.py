@@ -2,9 +2,6 @@
 read of a task makes the data and vocabulary."""
 
 import json
-import os
-import subprocess
-import sys
 
 import seqio
 
@@ -32,13 +29,9 @@ def test_importing_registers_the_tasks_and_touches_no_data(tmp_path):
           "names = [n for n in seqio.TaskRegistry.names()\n"
           "         if n.startswith(synthetic.PREFIX)]\n"
           "print(len(names), sorted(synthetic.NAMES.values()))\n")
-  out = subprocess.run(
-      [sys.executable, "-c", code], capture_output=True, text=True,
-      timeout=300, cwd=test_utils.REPO_ROOT, check=False,
-      env={**os.environ, synthetic_tasks.DATA_DIR_ENV: str(data),
-           "PYTHONPATH": str(test_utils.REPO_ROOT)})
-  assert out.returncode == 0, out.stderr[-2000:]
-  count, names = out.stdout.split(" ", 1)
+  out = test_utils.run_python(
+      code, **{synthetic_tasks.DATA_DIR_ENV: str(data)})
+  count, names = out.split(" ", 1)
   # Per language: MLM, and pair, tag and QA evaluation; + 3 training tasks.
   assert int(count) == 4 * len(synthetic.language_codes()) + 3
   assert json.loads(names.replace("'", '"')) == sorted(

@@ -213,6 +213,20 @@ def register_constant_pair_task(name: str, label: int, num_examples: int = 8,
       metric_fns=[metrics.accuracy_metric])
 
 
+def run_python(code: str, timeout: int = 300, **env) -> str:
+  """Runs `python -c CODE` in a fresh process from the repository root (the
+  environment plus `env`); asserts it succeeds; returns its stdout. For
+  checks of what a process imports or registers on its own."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  result = subprocess.run(
+      [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True,
+      text=True, timeout=timeout, check=False,
+      env=dict(os.environ, PYTHONPATH=str(REPO_ROOT), **env))
+  assert result.returncode == 0, result.stderr[-2000:]
+  return result.stdout
+
+
 def run_script_user_error(args) -> str:
   """Runs `python ARGS` from the repository root as a user would; asserts
   exit code 2 and exactly one `error: ` line (no traceback); returns it."""
