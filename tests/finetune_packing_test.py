@@ -186,7 +186,7 @@ def test_qa_loss_ignores_padding():
   np.testing.assert_allclose(wider_loss, loss, rtol=_loss_rtol("qa", 2 * LENGTH))
 
 
-@pytest.mark.parametrize("kind", ["pair", "qa"])
+@pytest.mark.parametrize("kind", ["pair", "tagging", "qa"])
 def test_accumulated_packed_step_equals_the_unpacked_step(kind):
   """Two packed micro batches (`pack_step`, each padded to one bucket) and
   the optimizer update equal to one unpacked step over the same batch."""

@@ -23,6 +23,7 @@ from tests import test_utils
 pytestmark = pytest.mark.slow
 
 STEPS = 6
+BATCH_SIZE = 16
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,7 @@ def setup(tmp_path_factory):
       length=64, model="RemBertPairClassificationModel",
       module="RemBertForSequenceClassification",
       bindings=["network.RemBertForSequenceClassification.num_classes = 2"],
-      train_steps=STEPS, batch_size=16, learning_rate=1e-3,
+      train_steps=STEPS, batch_size=BATCH_SIZE, learning_rate=1e-3,
       checkpoint_period=2, log_period=1)
   (tmp / "run.gin").write_text(run)
   return tmp
@@ -73,6 +74,9 @@ def test_killed_packed_run_resumes_to_the_uninterrupted_losses(
                             f"--gin.MODEL_DIR='{killed}'"])
   resumed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
   assert 1 <= resumed["step_shapes"] <= 8  # a bounded number of programs
+  # Packed: fewer rows than the 16 examples of a step (with packing off,
+  # every step has 16).
+  assert resumed["step_rows"] < BATCH_SIZE
   whole = tmp_path / "whole"
   cli.run_main(train._main, [f"--gin_file={setup / 'run.gin'}",
                             f"--gin.MODEL_DIR='{whole}'"])

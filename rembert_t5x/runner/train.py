@@ -431,7 +431,9 @@ def _train_loop(model, config: train_config.TrainConfig, *, step_fn, state,
 
   Returns:
     The last logged metrics (empty when no step ran), plus `step_shapes`:
-    how many batch shapes the step ran on (each one compiled program).
+    how many batch shapes the step ran on (each one compiled program), and
+    `step_rows`: the most rows a step's batch had (below the batch size when
+    `pack` packed examples together).
 
   Raises:
     errors.UserError: a batch cannot be read or fails its checks, or (with
@@ -499,7 +501,8 @@ def _train_loop(model, config: train_config.TrainConfig, *, step_fn, state,
   if shapes:
     logging.info("the train step ran on %d batch shapes: %s", len(shapes),
                  sorted(shapes))
-    last = dict(last, step_shapes=float(len(shapes)))
+    last = dict(last, step_shapes=float(len(shapes)),
+                step_rows=float(max(shape[0] for shape in shapes)))
   return last
 
 
