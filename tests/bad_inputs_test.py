@@ -46,16 +46,8 @@ RUN_GIN = test_utils.tiny_run_gin()
 BAD_LINE = len(RUN_GIN.splitlines()) + 1  # a line appended to RUN_GIN
 
 
-@pytest.fixture(autouse=True)
-def _task():
-  test_utils.register_random_mlm_task()
-
-
-@pytest.fixture
-def run_gin(tmp_path):
-  path = tmp_path / "run.gin"
-  path.write_text(RUN_GIN)
-  return path
+# The tiny MLM task RUN_GIN names; `run_gin` (conftest.py) writes RUN_GIN.
+pytestmark = pytest.mark.usefixtures("random_mlm_task")
 
 
 @pytest.fixture(scope="module")

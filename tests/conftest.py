@@ -69,6 +69,23 @@ def clean_gin():
   gin.clear_config(clear_constants=True)
 
 
+@pytest.fixture
+def random_mlm_task():
+  """Registers the tiny random-token MLM task the run files name
+  (`test_utils.register_random_mlm_task`)."""
+  from tests import test_utils  # pylint: disable=g-import-not-at-top
+  test_utils.register_random_mlm_task()
+
+
+@pytest.fixture
+def run_gin(request, tmp_path):
+  """The test module's `RUN_GIN` text written to `tmp_path/run.gin`; its
+  path."""
+  path = tmp_path / "run.gin"
+  path.write_text(request.module.RUN_GIN)
+  return path
+
+
 def pytest_configure(config):
   """Keeps the module order `pytest_collection_modifyitems` sets.
 

@@ -10,7 +10,6 @@ import json
 import os
 import pathlib
 import shutil
-import stat
 import subprocess
 import sys
 
@@ -347,24 +346,6 @@ def inputs_tree(tmp_path_factory):
   return root
 
 
-def _snapshot(root):
-  """{relative path: (contents or link target, mtime_ns)} of a whole tree
-  (a directory's mtime shows an entry made or removed in it)."""
-  tree = {}
-  for dirpath, dirnames, filenames in os.walk(root):
-    for name in dirnames + filenames:
-      path = os.path.join(dirpath, name)
-      st = os.lstat(path)
-      if stat.S_ISLNK(st.st_mode):
-        content = os.readlink(path)
-      elif stat.S_ISDIR(st.st_mode):
-        content = None
-      else:
-        content = pathlib.Path(path).read_bytes()
-      tree[os.path.relpath(path, root)] = (content, st.st_mtime_ns)
-  return tree
-
-
 # (command and flags; the error after "error: " and before ": write the
 # output to another directory"). Relative paths are from the copied tree,
 # the cwd; {W} is its real path.
@@ -423,7 +404,7 @@ def test_no_command_writes_over_its_input(inputs_tree, tmp_path, monkeypatch,
   work = pathlib.Path(os.path.realpath(tmp_path)) / "w"
   shutil.copytree(inputs_tree, work, symlinks=True)
   monkeypatch.chdir(work)
-  before = _snapshot(work)
+  before = test_utils.tree_snapshot(work)
   capsys.readouterr()
   with pytest.raises(SystemExit) as e:
     convert_checkpoint.main([a.format(W=work) for a in argv])
@@ -431,7 +412,7 @@ def test_no_command_writes_over_its_input(inputs_tree, tmp_path, monkeypatch,
   err = capsys.readouterr().err.strip()
   assert err == (f"error: {error.format(W=work)}: write the output to "
                  "another directory")
-  assert _snapshot(work) == before
+  assert test_utils.tree_snapshot(work) == before
 
 
 def test_converter_starts_without_tensorflow():

@@ -10,6 +10,7 @@ import pytest
 
 from rembert_t5x.common import errors
 from rembert_t5x.common import io_utils
+from tests import test_utils
 
 
 def test_write_text_creates_and_replaces(tmp_path):
@@ -109,28 +110,6 @@ def test_append_to_a_full_device():
 # ----------------------------------------------------------------------------
 
 
-def _snapshot(root):
-  """{relative path: (contents or link target, mtime_ns)} of a whole tree.
-
-  Directory mtimes change when an entry is created or removed, so a
-  temporary sibling made and deleted again also shows.
-  """
-  tree = {}
-  for dirpath, dirnames, filenames in os.walk(root):
-    for name in dirnames + filenames:
-      path = os.path.join(dirpath, name)
-      st = os.lstat(path)
-      if stat.S_ISLNK(st.st_mode):
-        content = os.readlink(path)
-      elif stat.S_ISDIR(st.st_mode):
-        content = None
-      else:
-        with open(path, "rb") as f:
-          content = f.read()
-      tree[os.path.relpath(path, root)] = (content, st.st_mtime_ns)
-  return tree
-
-
 @pytest.fixture
 def model_dir(tmp_path, monkeypatch):
   """A MODEL_DIR-like tree `m` (one step, a vocabulary), cwd its parent."""
@@ -163,7 +142,7 @@ OVERLAPS = [
 @pytest.mark.parametrize("out,source,relation", OVERLAPS)
 def test_an_output_overlapping_an_input_is_refused(model_dir, out, source,
                                                    relation, overwrite):
-  before = _snapshot(model_dir)
+  before = test_utils.tree_snapshot(model_dir)
   with pytest.raises(errors.UserError) as e:
     with io_utils.atomic_output_dir(out, overwrite,
                                     sources=[("--checkpoint_dir", source)]):
@@ -172,7 +151,7 @@ def test_an_output_overlapping_an_input_is_refused(model_dir, out, source,
   assert message.startswith(f"--output_dir {out}")
   assert f" {relation} the input --checkpoint_dir {source}" in message
   assert message.endswith(": write the output to another directory")
-  assert _snapshot(model_dir) == before
+  assert test_utils.tree_snapshot(model_dir) == before
 
 
 def test_the_message_names_both_paths_and_what_a_link_resolves_to(model_dir):

@@ -4,6 +4,7 @@ import dataclasses
 import importlib.util
 import os
 import pathlib
+import stat
 
 import pytest
 
@@ -751,3 +752,27 @@ def parse_t5x_gin(monkeypatch, script: str, files, bindings=()):
 def build_gin_model(gin):
   """The model a parsed T5X run binds to its MODEL macro."""
   return gin.query_parameter("MODEL/macro.value").scoped_configurable_fn()
+
+
+def tree_snapshot(root, mtimes: bool = True) -> dict:
+  """{relative path: (contents or link target, mtime_ns)} of a whole tree,
+  for checking that a failed command changed nothing in it.
+
+  Directories count with their mtime (an entry made and removed again in
+  one shows), contents None. `mtimes=False` leaves every mtime out (None):
+  what a file holds, not when it was last written.
+  """
+  tree = {}
+  for dirpath, dirnames, filenames in os.walk(root):
+    for name in dirnames + filenames:
+      path = os.path.join(dirpath, name)
+      st = os.lstat(path)
+      if stat.S_ISLNK(st.st_mode):
+        content = os.readlink(path)
+      elif stat.S_ISDIR(st.st_mode):
+        content = None
+      else:
+        content = pathlib.Path(path).read_bytes()
+      tree[os.path.relpath(path, root)] = (
+          content, st.st_mtime_ns if mtimes else None)
+  return tree

@@ -8,10 +8,8 @@ run on a held MODEL_DIR is refused; an unreadable latest checkpoint is set
 aside and the run resumes from the one before.
 """
 
-import hashlib
 import json
 import os
-import pathlib
 import shutil
 
 import jax
@@ -29,22 +27,8 @@ from tests import test_utils
 RUN_GIN = test_utils.tiny_run_gin(train_steps=4, checkpoint_period=2)
 
 
-@pytest.fixture(autouse=True)
-def _task():
-  test_utils.register_random_mlm_task()
-
-
-@pytest.fixture
-def run_gin(tmp_path):
-  path = tmp_path / "run.gin"
-  path.write_text(RUN_GIN)
-  return path
-
-
-def _snapshot(root: pathlib.Path) -> dict[str, str]:
-  """{relative path: content hash} of every file under `root`."""
-  return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-          for p in sorted(root.rglob("*")) if p.is_file()}
+# The tiny MLM task RUN_GIN names; `run_gin` (conftest.py) writes RUN_GIN.
+pytestmark = pytest.mark.usefixtures("random_mlm_task")
 
 
 def _train_cli(run_gin, model_dir, *bindings):
@@ -141,10 +125,10 @@ def test_relative_and_home_model_dir_are_made_absolute(trained):
 ])
 def test_bad_setting_is_refused_before_anything_changes(
     capsys, run_gin, model_dir, binding, message):
-  before = _snapshot(model_dir)
+  before = test_utils.tree_snapshot(model_dir, mtimes=False)
   err = _error(capsys, run_gin, model_dir, f"--gin.{binding}")
   assert message in err
-  assert _snapshot(model_dir) == before
+  assert test_utils.tree_snapshot(model_dir, mtimes=False) == before
 
 
 def test_a_new_model_dir_is_not_created_for_a_refused_setting(
@@ -155,33 +139,33 @@ def test_a_new_model_dir_is_not_created_for_a_refused_setting(
 
 def test_fewer_steps_than_saved_is_refused_and_changes_nothing(
     capsys, run_gin, model_dir):
-  before = _snapshot(model_dir)
+  before = test_utils.tree_snapshot(model_dir, mtimes=False)
   err = _error(capsys, run_gin, model_dir, "--gin.train.train.train_steps=2")
   assert (f"MODEL_DIR {model_dir} holds a checkpoint of step 4, past "
           "train_steps 2: nothing to train") in err
-  assert _snapshot(model_dir) == before
+  assert test_utils.tree_snapshot(model_dir, mtimes=False) == before
 
 
 def test_rerunning_a_finished_run_changes_nothing(capsys, run_gin, model_dir):
-  before = _snapshot(model_dir)
+  before = test_utils.tree_snapshot(model_dir, mtimes=False)
   capsys.readouterr()
   _train_cli(run_gin, model_dir)
   out, err = capsys.readouterr()
   assert "already holds step 4 = train_steps: nothing to train" in err
   assert json.loads(out.strip().splitlines()[-1])["step"] == 4
-  assert _snapshot(model_dir) == before
+  assert test_utils.tree_snapshot(model_dir, mtimes=False) == before
 
 
 def test_a_second_run_on_a_held_model_dir_is_refused(
     capsys, run_gin, model_dir):
-  before = _snapshot(model_dir)
+  before = test_utils.tree_snapshot(model_dir, mtimes=False)
   with model_dir_lock.hold(model_dir):
     err = _error(capsys, run_gin, model_dir, "--gin.train.train.train_steps=6",
                  "--gin.train.train.seed=3")
   assert (f"MODEL_DIR {model_dir} is in use by another training run (host "
           f"{os.uname().nodename}, pid {os.getpid()}, started ") in err
   assert "wait for it to end or use another MODEL_DIR" in err
-  assert _snapshot(model_dir) == before
+  assert test_utils.tree_snapshot(model_dir, mtimes=False) == before
 
 
 def test_a_lock_left_by_a_dead_run_is_taken_over(tmp_path):
@@ -250,11 +234,11 @@ def test_resuming_with_another_batch_shape_is_refused_and_changes_nothing(
     capsys, run_gin, model_dir, binding, name, old, new):
   """Its saved input pipeline would fail at the first batch, after
   config.gin was replaced: refused before anything is written."""
-  before = _snapshot(model_dir)
+  before = test_utils.tree_snapshot(model_dir, mtimes=False)
   err = _error(capsys, run_gin, model_dir, "--gin.train.train.train_steps=6",
                f"--gin.{binding}")
   assert err == (f"error: MODEL_DIR {model_dir} was trained with {name} = "
                  f"{old}, this run sets {new}: a resume cannot change the "
                  "batch's shape (its saved input pipeline is of the old one); "
                  f"set it back to {old}, or use a new MODEL_DIR")
-  assert _snapshot(model_dir) == before
+  assert test_utils.tree_snapshot(model_dir, mtimes=False) == before

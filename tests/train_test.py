@@ -25,16 +25,8 @@ RUN_GIN = test_utils.tiny_run_gin(train_steps=4, learning_rate=1e-3,
                                   log_period=2, mesh_shape=None)
 
 
-@pytest.fixture(autouse=True)
-def _task():
-  test_utils.register_random_mlm_task()
-
-
-@pytest.fixture
-def run_gin(tmp_path):
-  path = tmp_path / "run.gin"
-  path.write_text(RUN_GIN)
-  return str(path)
+# The tiny MLM task RUN_GIN names; `run_gin` (conftest.py) writes RUN_GIN.
+pytestmark = pytest.mark.usefixtures("random_mlm_task")
 
 
 def _main(*argv):
