@@ -24,6 +24,7 @@ task's `targets` vocabulary, a pass-through one for ids):
     intermediate layer); no loss.
 """
 
+import functools
 from typing import Any, Callable, Mapping, Optional
 
 from clu import metrics as clu_metrics
@@ -195,9 +196,12 @@ class RemBertBaseModel:
         k: jnp.ones(shape, input_types.get(k, jnp.int32))
         for k in _INPUT_KEYS if k in input_shapes or k == "input_tokens"
     }
-    return self.module.init(
-        {"params": rng, "dropout": jax.random.fold_in(rng, 1)}, **inputs,
-        enable_dropout=False)
+    # One compiled program: run eagerly, every initializer and every layer
+    # of the dummy forward pass compiles on its own (3.5 s for the tests'
+    # tiny model on a CPU, 0.4 s jitted). Inside T5X's own jit it is inlined.
+    init = jax.jit(functools.partial(self.module.init, enable_dropout=False))
+    return init({"params": rng, "dropout": jax.random.fold_in(rng, 1)},
+                **inputs)
 
   def row_loss_weights(self, batch: Batch) -> Array:
     """`[batch]` loss weight of each row: what the mean loss divides by."""

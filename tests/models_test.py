@@ -1,6 +1,7 @@
 """The T5X model adapters: init, losses, gradients, predictions, fine-tune init."""
 
 import dataclasses
+import functools
 
 from clu import metrics as clu_metrics
 import jax
@@ -34,15 +35,15 @@ def _init(model):
 
 
 def _check_loss(model, params, batch):
-  loss, metrics = model.loss_fn(params, batch, dropout_rng=None)
+  loss, metrics = test_utils.jit_loss(model, params, batch)
   assert np.isfinite(loss)
   for name, metric in metrics.items():
     assert isinstance(metric, clu_metrics.Metric), name
     assert np.isfinite(metric.compute()), name
-  grads = jax.grad(lambda p: model.loss_fn(p, batch, None)[0])(params)
+  grads = test_utils.jit_grad(model, params, batch)
   norms = [float(jnp.linalg.norm(g)) for g in jax.tree_util.tree_leaves(grads)]
   assert all(np.isfinite(norms)) and sum(norms) > 0
-  eval_loss, _ = model.eval_fn(params, batch)
+  eval_loss, _ = jax.jit(model.eval_fn)(params, batch)
   np.testing.assert_allclose(eval_loss, loss)
   return loss, metrics
 
@@ -56,9 +57,9 @@ def test_mlm_model():
   # at initialisation.
   assert abs(float(loss) - np.log(CFG.vocab_size)) < 1.0
   assert float(metrics["mlm/num_predictions"].compute()) == batch["weights"].sum()
-  preds = model.predict_batch(params, batch)
+  preds = jax.jit(model.predict_batch)(params, batch)
   assert preds.shape == (B, L)
-  scores = model.score_batch(params, batch)
+  scores = jax.jit(model.score_batch)(params, batch)
   assert scores.shape == (B,) and np.all(np.asarray(scores) <= 0)
 
 
@@ -68,9 +69,9 @@ def test_mlm_accuracy_is_argmax_accuracy():
   batch = _mlm_batch()
   # Make the model right at some positions: targets = its own predictions
   # in the first row, random elsewhere.
-  preds = np.asarray(model.predict_batch(params, batch))
+  preds = np.asarray(jax.jit(model.predict_batch)(params, batch))
   batch["targets"][0] = preds[0]
-  _, metrics = model.loss_fn(params, batch)
+  _, metrics = test_utils.jit_loss(model, params, batch)
   w = batch["weights"]
   want = float(((preds == batch["targets"]) * w).sum() / w.sum())
   assert want > 0
@@ -85,12 +86,12 @@ def test_mlm_gathered_head_gives_the_same_loss_and_gradients():
   params = _init(full)
   batch = _mlm_batch()
   assert batch["weights"].sum(-1).max() <= 6
-  loss_full, _ = full.loss_fn(params, batch)
-  loss_g, metrics = gathered.loss_fn(params, batch)
+  loss_full, _ = test_utils.jit_loss(full, params, batch)
+  loss_g, metrics = test_utils.jit_loss(gathered, params, batch)
   np.testing.assert_allclose(loss_g, loss_full, rtol=1e-6)
   assert float(metrics["mlm/dropped_predictions"].compute()) == 0
-  g_full = jax.grad(lambda p: full.loss_fn(p, batch)[0])(params)
-  g_gath = jax.grad(lambda p: gathered.loss_fn(p, batch)[0])(params)
+  g_full = test_utils.jit_grad(full, params, batch)
+  g_gath = test_utils.jit_grad(gathered, params, batch)
   # Same formula, other gather/scatter order: the float32 gradient bound of
   # the tiny model; dropping or misplacing a prediction moves whole leaves.
   test_utils.assert_trees_close_normwise(
@@ -103,7 +104,7 @@ def test_mlm_gather_overflow_is_counted():
                                  max_predictions_per_seq=1)
   params = _init(model)
   batch = _mlm_batch()
-  _, metrics = model.loss_fn(params, batch)
+  _, metrics = test_utils.jit_loss(model, params, batch)
   assert float(metrics["mlm/dropped_predictions"].compute()) == batch["weights"].sum() - np.minimum(batch["weights"].sum(-1), 1).sum()
 
 
@@ -135,7 +136,7 @@ def test_pair_classification_model():
   _, batch = test_utils.tiny_batch()
   batch["label"] = np.array([0, 2, 1], np.int32)
   _check_loss(model, params, batch)
-  preds = model.predict_batch(params, batch)
+  preds = jax.jit(model.predict_batch)(params, batch)
   assert preds.shape == (B, 1) and set(np.asarray(preds).ravel()) <= {0, 1, 2}
 
 
@@ -147,7 +148,7 @@ def test_tagging_model():
   batch["targets"] = rng.integers(0, 7, (B, L)).astype(np.int32)
   batch["weights"] = (rng.random((B, L)) < 0.5).astype(np.float32)
   _check_loss(model, params, batch)
-  assert model.predict_batch(params, batch).shape == (B, L)
+  assert jax.jit(model.predict_batch)(params, batch).shape == (B, L)
 
 
 def test_retrieval_model_embeds_with_the_pretrained_encoder():
@@ -155,17 +156,18 @@ def test_retrieval_model_embeds_with_the_pretrained_encoder():
   assert isinstance(model.module, network.RemBertForRetrieval)
   params = _init(model)
   _, batch = test_utils.tiny_batch()
-  embeddings = model.predict_batch(params, batch)
+  embeddings = jax.jit(model.predict_batch)(params, batch)
   assert embeddings.shape == (B, CFG.emb_dim)
   assert embeddings.dtype == jnp.float32
-  scores, aux = model.score_batch(params, batch, return_intermediates=True)
+  scores, aux = jax.jit(functools.partial(
+      model.score_batch, return_intermediates=True))(params, batch)
   np.testing.assert_array_equal(scores, embeddings)
   assert aux == {}
   # A pre-training checkpoint's params (MLM head and all) work as they are.
   mlm = models.RemBertMLMModel(network.RemBertForMaskedLM(CFG))
   mlm_params = _init(mlm)
-  full = model.predict_batch(mlm_params, batch)
-  only_encoder = model.predict_batch({"encoder": mlm_params["encoder"]},
+  full = jax.jit(model.predict_batch)(mlm_params, batch)
+  only_encoder = jax.jit(model.predict_batch)({"encoder": mlm_params["encoder"]},
                                      batch)
   np.testing.assert_array_equal(full, only_encoder)
   # Rows differ, padding does not matter (row 1 is padded from 9 on).
@@ -193,7 +195,7 @@ def test_qa_model_predicts_spans_inside_the_context():
   batch["start_positions"] = np.array([6, 0, 7], np.int32)
   batch["end_positions"] = np.array([7, 0, 8], np.int32)
   _check_loss(model, params, batch)
-  logits, aux = model.predict_batch_with_aux(params, batch)
+  logits, aux = jax.jit(model.predict_batch_with_aux)(params, batch)
   assert logits.shape == (B, 2, L)
   spans = np.asarray(aux["best_span"])
   assert spans.shape == (B, 2)
@@ -239,7 +241,7 @@ def test_finetuning_init_drops_the_output_embedding_and_extra_layers():
   assert encoder_count == configs.count_parameters(cfg)["finetuning_params"]
   _, batch = test_utils.tiny_batch()
   batch["label"] = np.array([0, 2, 1], np.int32)
-  assert np.isfinite(cls.loss_fn(params, batch)[0])
+  assert np.isfinite(test_utils.jit_loss(cls, params, batch)[0])
 
 
 def test_finetuning_init_rejects_another_architecture():
@@ -307,10 +309,10 @@ def test_padded_vocabulary_is_numerically_the_plain_model(coupled,
     got[path], want[path] = np.asarray(padded_grads[path])[rows], g
   test_utils.assert_trees_close_normwise(got, want, grad_rtol, positions)
   preds = np.asarray(padded.predict_batch(padded_params, batch))
-  np.testing.assert_array_equal(preds, plain.predict_batch(params, batch))
+  np.testing.assert_array_equal(preds, jax.jit(plain.predict_batch)(params, batch))
   assert preds.max() < 97
   np.testing.assert_allclose(padded.score_batch(padded_params, batch),
-                             plain.score_batch(params, batch),
+                             jax.jit(plain.score_batch)(params, batch),
                              rtol=forward_rtol)
 
 
@@ -430,8 +432,9 @@ def test_full_batch_loss_weight_is_the_total_on_every_row():
   assert set(out) == set(batch) | {models.FULL_BATCH_LOSS_WEIGHT}
   # With the feature, the loss of the whole batch is unchanged.
   params = _init(model)
-  np.testing.assert_allclose(model.loss_fn(params, out)[0],
-                             model.loss_fn(params, batch)[0], rtol=1e-6)
+  np.testing.assert_allclose(test_utils.jit_loss(model, params, out)[0],
+                             test_utils.jit_loss(model, params, batch)[0],
+                             rtol=1e-6)
 
 
 def test_models_and_the_corpus_embedder_import_without_the_data_stack():

@@ -443,6 +443,21 @@ def tiny_model(kind: str):
               models.make_module(kind, TINY_CONFIG, num_classes=7))
 
 
+def jit_loss(model, params, batch):
+  """`model.loss_fn(params, batch)` without dropout, as one compiled
+  program: run eagerly, each of its ops compiles on its own, seconds a
+  call on a CPU for the tiny model (0.4 s jitted)."""
+  import jax  # pylint: disable=g-import-not-at-top
+  return jax.jit(lambda p, b: model.loss_fn(p, b, None))(params, batch)
+
+
+def jit_grad(model, params, batch):
+  """The gradient of `jit_loss`'s loss with respect to `params`, jitted."""
+  import jax  # pylint: disable=g-import-not-at-top
+  return jax.jit(jax.grad(lambda p, b: model.loss_fn(p, b, None)[0]))(
+      params, batch)
+
+
 def assert_trees_close(a, b, **tol):
   """np.testing.assert_allclose on every pair of leaves."""
   import jax  # pylint: disable=g-import-not-at-top
