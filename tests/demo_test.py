@@ -6,18 +6,31 @@ import pytest
 
 from rembert_t5x.experiments import demo
 from rembert_t5x.experiments import synthetic_runs
+from rembert_t5x.runner import jobs as runner_jobs
 
 # Minutes, not seconds: `-m 'not slow'` leaves it out of a quick loop (the
 # parsing test below is quick but shares the module).
 pytestmark = pytest.mark.slow
 
 
-def test_demo_reports_seeds_error_bars_and_a_verdict(tmp_path):
+def _workers_in_this_process(module, workers, args):
+  """`runner.jobs.run_workers`'s work in this process: each worker's
+  entry point with the arguments its process gets. Two worker processes
+  would each import the stack and compile their own programs (~110 s of
+  CPU, on the cores the rest of the suite shares); jobs_test.py starts
+  real worker processes."""
+  assert module == "rembert_t5x.experiments.demo"
+  for i in range(workers):
+    demo.main([f"--worker={i}", *args])
+
+
+def test_demo_reports_seeds_error_bars_and_a_verdict(tmp_path, monkeypatch):
   # One task (QA: its metric groups windows by question) keeps the smoke
   # run short; `uncertainty_test.py` covers the three-task comparison.
   settings = demo.DemoSettings(pretrain_steps=2, finetune_steps=2,
                                batch_size=8, finetune_seeds=2,
                                eval_examples=24, tasks="qa")
+  monkeypatch.setattr(runner_jobs, "run_workers", _workers_in_this_process)
   results = demo.run(str(tmp_path), settings, log=lambda _: None)
   saved = json.loads((tmp_path / "results.json").read_text())
   assert saved["variants"].keys() == {"coupled", "decoupled"}
@@ -55,8 +68,8 @@ def test_demo_reports_seeds_error_bars_and_a_verdict(tmp_path):
   assert "| qa (f1) | " in table and "### qa" in table
   assert (tmp_path / "results_qa.png").stat().st_size > 0
   assert "(n=2)" in demo.summary_table(results)
-  # The variants ran in two worker processes (the default); their stage
-  # times reach the record.
+  # The variants went to two workers (the default); their stage times
+  # reach the record.
   assert saved["timing"]["jobs"] == 2
   assert saved["timing"]["stages"]["pretrain"][0] > 0
   # A second call finds every run's record and trains nothing.

@@ -243,7 +243,8 @@ def test_converter_packed_loss_equals_unpacked(kind):
   # bound used here; at the 0.02 initialisation it would hide inside it.
   params = jax.tree_util.tree_map(lambda x: 5.0 * x, model.get_initial_variables(
       jax.random.PRNGKey(0), {"input_tokens": (1, 16)})["params"])
-  unpacked, packed = (float(model.loss_fn(params, b)[0]) for b in batches)
+  unpacked, packed = (float(our_utils.jit_loss(model, params, b)[0])
+                      for b in batches)
   rtol = our_utils.float32_chain_rtol(our_utils.tiny_network_reductions(
       our_utils.TINY_CONFIG, 16, our_utils.tiny_head(kind, 16),
       len(examples) * 16))

@@ -1,10 +1,13 @@
-"""The runner's job API: the `TrainConfig` an experiment asks for, and
+"""The runner's job API: the `TrainConfig` an experiment asks for,
 `Evaluations` building each mixture's examples once (the demo, sweep and
-reproduction tests run it at experiment scale)."""
+reproduction tests run it at experiment scale), and `run_workers`."""
+
+import textwrap
 
 import pytest
 import seqio
 
+from rembert_t5x.common import errors
 from rembert_t5x import configs
 from rembert_t5x import models
 from rembert_t5x import network
@@ -94,3 +97,34 @@ def test_run_trains_and_evaluations_reuse_one_evaluator(pair_task, tmp_path):
                                         by_language=False)
   assert len(evaluations._evaluators) == 1  # pylint: disable=protected-access
   assert {t.rsplit("_", 1)[-1]: m for t, m in by_task.items()} == by_language
+
+
+# A worker module that imports nothing of ours: records its arguments, then
+# exits with the code named by `--fail_worker` (0 for the others).
+WORKER = """
+import pathlib, sys
+worker = int(sys.argv[1].removeprefix("--worker="))
+out = pathlib.Path(sys.argv[2].removeprefix("--out="))
+fail = int(sys.argv[3].removeprefix("--fail_worker="))
+(out / f"worker-{worker}.txt").write_text(" ".join(sys.argv[1:]))
+sys.exit(3 if worker == fail else 0)
+"""
+
+
+def test_run_workers_starts_each_worker_process_and_names_the_failed(
+    tmp_path, monkeypatch):
+  (tmp_path / "jobs_test_worker.py").write_text(textwrap.dedent(WORKER))
+  monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+  out = tmp_path / "out"
+  out.mkdir()
+  jobs.run_workers("jobs_test_worker", 2, [f"--out={out}", "--fail_worker=-1"])
+  assert sorted(p.read_text() for p in out.iterdir()) == [
+      f"--worker={i} --out={out} --fail_worker=-1" for i in range(2)]
+  with pytest.raises(errors.UserError) as e:
+    jobs.run_workers("jobs_test_worker", 3,
+                     [f"--out={out}", "--fail_worker=1"])
+  assert str(e.value).startswith(
+      "jobs_test_worker: worker(s) [1] failed (their output is above)")
+  # The others ran to the end: their records are kept for a rerun.
+  assert sorted(p.name for p in out.iterdir()) == [
+      "worker-0.txt", "worker-1.txt", "worker-2.txt"]

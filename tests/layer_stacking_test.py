@@ -36,13 +36,8 @@ def _batch(seq_len=16):
 
 def _params(cfg=CFG, module=None):
   module = module or network.RemBertForMaskedLM(cfg)
-  params = module.init(jax.random.PRNGKey(0),
-                       jnp.ones((2, 16), jnp.int32))["params"]
-  # Away from the initialiser's zero biases / unit scales, so a mixed-up
-  # layer or parameter would change the numbers.
-  keys = iter(jax.random.split(jax.random.PRNGKey(1), 1000))
-  return jax.tree_util.tree_map(
-      lambda x: x + 0.05 * jax.random.normal(next(keys), x.shape), params)
+  return test_utils.perturbed(jax.jit(module.init)(
+      jax.random.PRNGKey(0), jnp.ones((2, 16), jnp.int32))["params"])
 
 
 def _loss_and_grads(cfg, params, batch):

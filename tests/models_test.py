@@ -333,11 +333,8 @@ def test_bfloat16_activations_keep_the_float32_loss():
       str(test_utils.REPO_ROOT / "gin_configs" / "models" / "tiny.gin"))
   batch = {k: jnp.asarray(v) for k, v in
            common.synthetic_mlm_batch(8, 64, cfg.vocab_size).items()}
-  params = network.RemBertForMaskedLM(cfg).init(
-      jax.random.PRNGKey(0), batch["input_tokens"])["params"]
-  keys = iter(jax.random.split(jax.random.PRNGKey(1), 1000))
-  params = jax.tree_util.tree_map(  # away from the initialiser's zeros/ones
-      lambda x: x + 0.05 * jax.random.normal(next(keys), x.shape), params)
+  params = test_utils.perturbed(jax.jit(network.RemBertForMaskedLM(cfg).init)(
+      jax.random.PRNGKey(0), batch["input_tokens"])["params"])
 
   def loss_and_grads(dtype):
     model = models.RemBertMLMModel(network.RemBertForMaskedLM(

@@ -27,7 +27,8 @@ LR, WD = 0.5, 0.01
 
 def _params(kind, config=test_utils.TINY_CONFIG):
   module = models.make_module(kind, config, num_classes=3)
-  variables = module.init(jax.random.PRNGKey(0), jnp.ones((1, 8), jnp.int32))
+  variables = jax.jit(module.init)(jax.random.PRNGKey(0),
+                                   jnp.ones((1, 8), jnp.int32))
   # Non-zero everywhere (LayerNorm biases and dense biases start at 0),
   # so that decay would show on every leaf.
   return jax.tree_util.tree_map(lambda x: x + 1.0, variables["params"])
@@ -66,9 +67,11 @@ def test_decay_mask_excludes_biases_and_layer_norms(kind, config, frozen):
 
 def _zero_grad_step(tx, params):
   """Params after one update with a zero gradient: only decay moves them."""
-  grads = jax.tree_util.tree_map(jnp.zeros_like, params)
-  updates, _ = tx.update(grads, tx.init(params), params)
-  return optax.apply_updates(params, updates)
+  def step(params):  # one program (eagerly, ~150: one per op and leaf)
+    grads = jax.tree_util.tree_map(jnp.zeros_like, params)
+    updates, _ = tx.update(grads, tx.init(params), params)
+    return optax.apply_updates(params, updates)
+  return jax.jit(step)(params)
 
 
 @pytest.mark.parametrize("kind,config", PARAM_TREES[:3], ids=TREE_IDS[:3])

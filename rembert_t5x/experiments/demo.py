@@ -275,8 +275,7 @@ def _variant_done(out: pathlib.Path, variant: str,
 
 
 def _todo(out: pathlib.Path, settings: DemoSettings) -> List[str]:
-  """The variants with a run left, in `VARIANTS` order (the workers split
-  this list: the parent and every worker compute it from the same records)."""
+  """The variants with a run left, in `VARIANTS` order."""
   return [v for v in VARIANTS if not _variant_done(out, v, settings)]
 
 
@@ -359,16 +358,18 @@ def _collect(out: pathlib.Path, settings: DemoSettings,
 def work(out: pathlib.Path, settings: DemoSettings, worker: int,
          workers: int) -> None:
   """Worker `worker` of `workers`: runs its variants (every `workers`-th of
-  those with runs left), then writes its stage times to
-  `<out>/timing/worker-<i>.json`."""
+  `VARIANTS`, those with runs left), then writes its stage times to
+  `<out>/timing/worker-<i>.json`. The split is by position in `VARIANTS`,
+  not in the list of those left: a worker that starts after another has
+  finished a variant still takes its own."""
   clock = _Clock()
   log = lambda m: print(f"[worker {worker}] {m}", flush=True)  # pylint: disable=unnecessary-lambda-assignment
   todo = _todo(out, settings)
   manifest, names = _prepare(out, settings)
   evaluations = runner_jobs.Evaluations()
   with compilation_cache(out / "xla_cache"):
-    for i, variant in enumerate(todo):
-      if i % workers == worker:
+    for i, variant in enumerate(VARIANTS):
+      if i % workers == worker and variant in todo:
         _run_variant(out, variant, settings, names,
                      manifest["train_language"], evaluations, clock, log)
   log(f"{clock()} done")
