@@ -28,7 +28,7 @@ HEADS = {
 
 def _init(module, length=8):
   tokens = jnp.ones((2, length), jnp.int32)
-  return module.init(jax.random.PRNGKey(0), tokens)
+  return jax.jit(module.init)(jax.random.PRNGKey(0), tokens)
 
 
 def _describe(variables):
@@ -120,12 +120,12 @@ def test_packed_segments_do_not_attend_to_each_other():
   variables = _init(model, length=10)
   rng = np.random.default_rng(0)
   a, b = rng.integers(5, c.vocab_size, 6), rng.integers(5, c.vocab_size, 4)
-  packed = model.apply(
+  packed = jax.jit(model.apply)(
       variables, jnp.asarray(np.concatenate([a, b])[None]),
       segment_ids=jnp.asarray([[1] * 6 + [2] * 4]),
       positions=jnp.asarray([list(range(6)) + list(range(4))]))
-  alone_a = model.apply(variables, jnp.asarray(a[None]))
-  alone_b = model.apply(variables, jnp.asarray(b[None]))
+  alone_a = jax.jit(model.apply)(variables, jnp.asarray(a[None]))
+  alone_b = jax.jit(model.apply)(variables, jnp.asarray(b[None]))
   # The float32 forward bound of the encoder at length 10, relative to the
   # outputs' scale (~3): 3e-4; segments attending to each other move them by
   # ~9e-3.
@@ -140,8 +140,8 @@ def test_padding_does_not_change_real_positions():
   model = network.RemBertEncoder(c)
   variables = _init(model)
   tokens = jnp.asarray([[7, 8, 9, 10, 0, 0, 0, 0]])
-  short = model.apply(variables, tokens[:, :4])
-  padded = model.apply(variables, tokens)
+  short = jax.jit(model.apply)(variables, tokens[:, :4])
+  padded = jax.jit(model.apply)(variables, tokens)
   atol = test_utils.float32_chain_rtol(test_utils.tiny_network_reductions(
       c, 8, (None,))) * float(np.abs(short).max())  # as above
   np.testing.assert_allclose(padded[0, :4], short[0], atol=atol)
@@ -152,7 +152,7 @@ def test_bfloat16_activations():
   model = network.RemBertForMaskedLM(c)
   variables = _init(model)
   assert all(x.dtype == jnp.float32 for x in jax.tree_util.tree_leaves(variables["params"]))
-  logits = model.apply(variables, jnp.ones((2, 8), jnp.int32))
+  logits = jax.jit(model.apply)(variables, jnp.ones((2, 8), jnp.int32))
   assert logits.dtype == jnp.bfloat16
   assert bool(jnp.all(jnp.isfinite(logits.astype(jnp.float32))))
 
@@ -209,9 +209,10 @@ def test_retrieval_reads_only_the_layers_it_runs():
 def test_retrieval_pools_the_hidden_states_of_its_layer():
   full = network.RemBertEncoder(DEEP)
   tokens = jnp.array([[2, 11, 12, 13, 3, 0, 0], [2, 21, 3, 0, 0, 0, 0]])
-  variables = full.init(jax.random.PRNGKey(0), tokens)
+  variables = jax.jit(full.init)(jax.random.PRNGKey(0), tokens)
   shallow = network.RemBertEncoder(dataclasses.replace(DEEP, num_layers=3))
-  hidden3 = np.asarray(shallow.apply(variables, tokens))  # same first layers
+  # The same first layers:
+  hidden3 = np.asarray(jax.jit(shallow.apply)(variables, tokens))
   real = np.asarray(tokens != 0, np.float32)[..., None]
   # The encoder's float32 forward bound at length 11 (the mean's terms
   # included), relative to the hidden states' scale (normwise).
@@ -219,22 +220,23 @@ def test_retrieval_pools_the_hidden_states_of_its_layer():
       DEEP, 11, (None,), loss_positions=11)) * float(np.abs(hidden3).max())
   expected = (hidden3 * real).sum(1) / real.sum(1)
   # The full encoder's parameters (layers 3-5 unused) restore into it.
-  mean = network.RemBertForRetrieval(DEEP, layer=3).apply(
+  mean = jax.jit(network.RemBertForRetrieval(DEEP, layer=3).apply)(
       {"params": {"encoder": variables["params"]}}, tokens)
   np.testing.assert_allclose(mean, expected, rtol=0, atol=atol)
-  cls = network.RemBertForRetrieval(DEEP, layer=3, pooling="cls").apply(
+  cls = jax.jit(network.RemBertForRetrieval(DEEP, layer=3,
+                                            pooling="cls").apply)(
       {"params": {"encoder": variables["params"]}}, tokens)
   np.testing.assert_allclose(cls, hidden3[:, 0], rtol=0, atol=atol)
   # Padding does not change an embedding.
   padded = jnp.pad(tokens, ((0, 0), (0, 4)))
-  again = network.RemBertForRetrieval(DEEP, layer=3).apply(
+  again = jax.jit(network.RemBertForRetrieval(DEEP, layer=3).apply)(
       {"params": {"encoder": variables["params"]}}, padded)
   np.testing.assert_allclose(again, mean, rtol=0, atol=atol)
   # The default layer is XTREME's L/2 + 2 = 5 of 6.
-  default = network.RemBertForRetrieval(DEEP).apply(
+  default = jax.jit(network.RemBertForRetrieval(DEEP).apply)(
       {"params": {"encoder": variables["params"]}}, tokens)
-  hidden5 = np.asarray(network.RemBertEncoder(
-      dataclasses.replace(DEEP, num_layers=5)).apply(variables, tokens))
+  hidden5 = np.asarray(jax.jit(network.RemBertEncoder(
+      dataclasses.replace(DEEP, num_layers=5)).apply)(variables, tokens))
   np.testing.assert_allclose(default, (hidden5 * real).sum(1) / real.sum(1),
                              rtol=0, atol=atol)
 
