@@ -36,7 +36,6 @@ EVAL_OUTPUT_DIR as it was.
 
 import itertools
 import json
-import os
 import pathlib
 import re
 import sys
@@ -59,6 +58,7 @@ from rembert_t5x.data import vocabulary as vocab_lib
 from rembert_t5x import network
 from rembert_t5x import protocol
 from rembert_t5x.runner import checkpoints
+from rembert_t5x.runner import eval_config
 from rembert_t5x.runner import predict_batches
 from rembert_t5x.runner import train_lib
 
@@ -469,21 +469,6 @@ def select_checkpoint(model, checkpoint_dir: str, task_name: str,
                     "scores": {str(s): v for s, v in sorted(scores.items())}}
 
 
-def _check_dir_set(value: Optional[str], name: str, macro: str) -> None:
-  if value is None:
-    raise errors.UserError(
-        f"{macro} is not set: the gin files bind no eval_lib.evaluate.{name} "
-        f"(add `eval_lib.evaluate.{name} = %{macro}`)")
-  if not value or value is gin.REQUIRED:
-    raise errors.UserError(f"{macro} is not set (e.g. --gin.{macro}=\"'/tmp/x'\")")
-
-
-def _absolute(path: str) -> str:
-  """`path` with `~` expanded and made absolute against the working
-  directory, once, so that nothing later depends on the cwd."""
-  return os.path.abspath(os.path.expanduser(path))
-
-
 def check_output_dir(output_dir: str) -> None:
   """Refuses an EVAL_OUTPUT_DIR that cannot take the results.
 
@@ -515,65 +500,71 @@ def check_output_dir(output_dir: str) -> None:
 
 
 @gin.configurable
+@eval_config.with_config_signature
 def evaluate(checkpoint_dir: Optional[str] = None,
              output_dir: Optional[str] = None, *, model=gin.REQUIRED,
-             mixture_or_task_name: str = gin.REQUIRED,
-             mixture_or_task_module: Optional[str] = None,
-             split: str = "validation",
-             task_feature_lengths: Optional[Mapping[str, int]] = None,
-             batch_size: int = 32,
-             selection_task: Optional[str] = None,
-             selection_split: str = "validation",
-             length_sorted: bool = True) -> dict[str, Any]:
-  """Evaluates a checkpoint of `checkpoint_dir` on a mixture; writes results.
+             **settings) -> dict[str, Any]:
+  """Evaluates a checkpoint on a mixture and writes the results: the run
+  files' entry.
+
+  Gin binds `eval.evaluate.model` and `eval.evaluate.<field>` for every
+  `eval_config.EvalConfig` field (the signature is the fields', with their
+  defaults); the run files bind `checkpoint_dir = %CHECKPOINT_PATH` and
+  `output_dir = %EVAL_OUTPUT_DIR` (T5X's macros). This builds the
+  `EvalConfig` and calls `evaluate_model`.
+  """
+  return evaluate_model(model, eval_config.EvalConfig(
+      checkpoint_dir=checkpoint_dir, output_dir=output_dir, **settings))
+
+
+def evaluate_model(model, config: eval_config.EvalConfig) -> dict[str, Any]:
+  """Evaluates a checkpoint of `config.checkpoint_dir`; writes the results.
 
   The latest checkpoint, or with `selection_task` the best one on it (see
-  `select_checkpoint`). The run files bind `checkpoint_dir = %CHECKPOINT_PATH`
-  and `output_dir = %EVAL_OUTPUT_DIR` (T5X's macros); relative paths are
-  relative to the working directory, `~` is the home directory.
+  `select_checkpoint`).
 
   The checks come before the work they guard: the output directory before
   anything is read, that a checkpoint is there before the data is read,
   every task's data before any checkpoint is loaded.
 
-  `length_sorted=False` predicts every row at the full length, in dataset
-  order: the reference that `make_predict_fn`'s cut batches reproduce.
+  Returns:
+    What `write_results` writes to results.json.
 
   Raises:
-    errors.UserError: see `check_output_dir`, `make_evaluator`,
-      `evaluate_with`, `load_checkpoint`; JAX has several processes
-      (`train_lib.require_one_process`).
+    errors.UserError: see `eval_config.validate`, `check_output_dir`,
+      `make_evaluator`, `evaluate_with`, `load_checkpoint`; JAX has several
+      processes (`train_lib.require_one_process`).
   """
   train_lib.require_one_process("the local evaluator")
-  _check_dir_set(checkpoint_dir, "checkpoint_dir", "CHECKPOINT_PATH")
-  _check_dir_set(output_dir, "output_dir", "EVAL_OUTPUT_DIR")
-  checkpoint_dir, output_dir = _absolute(checkpoint_dir), _absolute(output_dir)
-  check_output_dir(output_dir)
-  if task_feature_lengths:
-    network.check_length(model.config, task_feature_lengths["input_tokens"])
-  task_modules.import_task_module(mixture_or_task_module)
-  inputs.check_tfds_prepared(mixture_or_task_name)
-  if selection_task:
-    inputs.check_tfds_prepared(selection_task)
+  config = eval_config.validate(config)
+  check_output_dir(config.output_dir)
+  lengths = config.task_feature_lengths
+  if lengths:
+    network.check_length(model.config, lengths["input_tokens"])
+  task_modules.import_task_module(config.mixture_or_task_module)
+  inputs.check_tfds_prepared(config.mixture_or_task_name)
+  if config.selection_task:
+    inputs.check_tfds_prepared(config.selection_task)
   # The checkpoint's own vocabulary (its MODEL_DIR's sentencepiece.model)
   # unless $REMBERT_SPM_PATH is set; before any task is tokenised.
-  vocab_lib.use_checkpoint_vocabulary(checkpoint_dir)
-  inputs.check_task_vocabulary(model, mixture_or_task_name)
-  checkpoints.steps(checkpoint_dir)  # there is one (a listing, no read)
-  evaluator = make_evaluator(model, mixture_or_task_name, split,
-                             task_feature_lengths)
+  vocab_lib.use_checkpoint_vocabulary(config.checkpoint_dir)
+  inputs.check_task_vocabulary(model, config.mixture_or_task_name)
+  checkpoints.steps(config.checkpoint_dir)  # there is one (a listing, no read)
+  evaluator = make_evaluator(model, config.mixture_or_task_name, config.split,
+                             lengths)
   selection = None
-  checkpoint = checkpoint_dir
-  if selection_task:
+  checkpoint = config.checkpoint_dir
+  if config.selection_task:
     step_dir, selection = select_checkpoint(
-        model, checkpoint_dir, selection_task, selection_split,
-        task_feature_lengths, batch_size, length_sorted=length_sorted)
+        model, config.checkpoint_dir, config.selection_task,
+        config.selection_split, lengths, config.batch_size,
+        length_sorted=config.length_sorted)
     checkpoint = str(step_dir)
   params = load_checkpoint(model, checkpoint)
-  metrics = evaluate_with(evaluator, model, params, batch_size,
-                          length_sorted=length_sorted)
-  return write_results(output_dir, metrics,
-                       f"{mixture_or_task_name} ({split})",
+  metrics = evaluate_with(evaluator, model, params, config.batch_size,
+                          length_sorted=config.length_sorted)
+  return write_results(config.output_dir, metrics,
+                       f"{config.mixture_or_task_name} ({config.split})",
                        selection=selection)
 
 

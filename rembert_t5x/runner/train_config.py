@@ -3,7 +3,7 @@
 `TrainConfig` is the one description of a run: the run files bind its
 fields as `train.train`'s arguments (`with_config_signature` gives `train`
 their names and defaults), and the experiments build it in Python
-(`jobs.experiment_config`). `validate` refuses a bad setting with one line
+(`jobs.experiment_config`). `eval_config.EvalConfig` is evaluation's. `validate` refuses a bad setting with one line
 naming it and what is allowed (docs/ERRORS.md), before any data is read,
 anything compiled or anything written, and makes the paths absolute.
 """
@@ -118,30 +118,49 @@ class TrainConfig:
     return step % self.checkpoint_period == 0 or step == self.train_steps
 
 
-def with_config_signature(fn: Callable) -> Callable:
-  """Gives `fn(model_dir=None, *, model, **settings)` the `TrainConfig` fields
-  as its keyword arguments.
+def config_signature(config_cls, positional: Sequence[str]
+                     ) -> Callable[[Callable], Callable]:
+  """A decorator giving `fn(<positional>, *, model, **settings)` the fields
+  of the dataclass `config_cls` as its arguments: `positional` (its first
+  fields, in order) also by position, the others by keyword.
 
   Gin reads a configurable's signature: with it, gin refuses a binding of a
   name that is no field (a typo), names the required fields left unbound
   (those without a default: `gin.REQUIRED` here), and lists every default
   in the operative config (MODEL_DIR/config.gin). The fields are written
-  once, in `TrainConfig`.
+  once, in the config class.
   """
   parameter = inspect.Parameter
-  fields = dataclasses.fields(TrainConfig)
-  assert fields[0].name == "model_dir"  # `fn`'s first, positional argument
-  parameters = [
-      parameter("model_dir", parameter.POSITIONAL_OR_KEYWORD,
-                default=fields[0].default, annotation=fields[0].type),
-      parameter("model", parameter.KEYWORD_ONLY, default=gin.REQUIRED)]
-  for field in fields[1:]:
-    default = (gin.REQUIRED if field.default is dataclasses.MISSING
-               else field.default)
-    parameters.append(parameter(field.name, parameter.KEYWORD_ONLY,
-                                default=default, annotation=field.type))
-  fn.__signature__ = inspect.signature(fn).replace(parameters=parameters)
-  return fn
+  fields = dataclasses.fields(config_cls)
+  assert tuple(f.name for f in fields[:len(positional)]) == tuple(positional)
+
+  def default(field):
+    return (gin.REQUIRED if field.default is dataclasses.MISSING
+            else field.default)
+
+  parameters = [parameter(f.name, parameter.POSITIONAL_OR_KEYWORD,
+                          default=default(f), annotation=f.type)
+                for f in fields[:len(positional)]]
+  parameters.append(parameter("model", parameter.KEYWORD_ONLY,
+                              default=gin.REQUIRED))
+  parameters += [parameter(f.name, parameter.KEYWORD_ONLY,
+                           default=default(f), annotation=f.type)
+                 for f in fields[len(positional):]]
+
+  def decorate(fn: Callable) -> Callable:
+    fn.__signature__ = inspect.signature(fn).replace(parameters=parameters)
+    return fn
+  return decorate
+
+
+# `train.train(model_dir=None, *, model, **settings)`: `TrainConfig`'s fields.
+with_config_signature = config_signature(TrainConfig, ("model_dir",))
+
+
+def absolute_path(path: str) -> str:
+  """`path` with `~` expanded and made absolute against the working
+  directory, once, so that nothing later depends on the cwd."""
+  return os.path.abspath(os.path.expanduser(path))
 
 
 def _local_path(value: Optional[str], setting: str) -> Optional[str]:
@@ -165,7 +184,7 @@ def _local_path(value: Optional[str], setting: str) -> Optional[str]:
     raise errors.UserError(
         f"train.{setting} {value!r}: the local runner writes local paths "
         "only (cloud storage runs go through t5x.train, docs/T5X.md)")
-  return os.path.abspath(os.path.expanduser(value))
+  return absolute_path(value)
 
 
 def _check_integer(config: TrainConfig, name: str, low: int,
