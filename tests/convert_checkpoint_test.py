@@ -47,6 +47,16 @@ def _jax_params(params):
   return {"params": jax.tree_util.tree_map(jnp.asarray, params)}
 
 
+def _assert_encoder_matches_hf(params, hf):
+  """Our encoder with the converted `params` gives HF's hidden states."""
+  ids, types, mask = test_utils.hf_inputs(CFG)
+  hidden = network.RemBertEncoder(CFG).apply(
+      _jax_params(params["encoder"]), jnp.asarray(ids), jnp.asarray(types),
+      jnp.asarray(mask, jnp.int32))
+  test_utils.assert_close_to_hf(
+      hidden, test_utils.run_hf(hf, ids, types, mask).last_hidden_state, mask)
+
+
 def test_hf_mlm_to_ours_and_back(tmp_path):
   hf = test_utils.randomise_hf(
       transformers.RemBertForMaskedLM(test_utils.hf_config(CFG)))
@@ -91,12 +101,7 @@ def test_bare_rembert_model_sharded_initialises_fine_tuning(tmp_path):
   assert summary.head == "encoder" and summary.skipped == {"pooler": 2}
 
   params = checkpoints.load_params(str(tmp_path / "ours"))
-  ids, types, mask = test_utils.hf_inputs(CFG)
-  hidden = network.RemBertEncoder(CFG).apply(
-      _jax_params(params["encoder"]), jnp.asarray(ids), jnp.asarray(types),
-      jnp.asarray(mask, jnp.int32))
-  test_utils.assert_close_to_hf(
-      hidden, test_utils.run_hf(hf, ids, types, mask).last_hidden_state, mask)
+  _assert_encoder_matches_hf(params, hf)
 
   # What train(init_checkpoint=...) does with it.
   fresh = models.make_module("pair", CFG, 3).init(
@@ -240,12 +245,7 @@ def test_tf_checkpoint_to_ours(tmp_path):
                              "MLM head (output embedding)": 6, "pooler": 2}
   params = checkpoints.load_params(str(tmp_path / "ours"))
   assert set(params) == {"encoder"}
-  ids, types, mask = test_utils.hf_inputs(CFG)
-  hidden = network.RemBertEncoder(CFG).apply(
-      _jax_params(params["encoder"]), jnp.asarray(ids), jnp.asarray(types),
-      jnp.asarray(mask, jnp.int32))
-  test_utils.assert_close_to_hf(
-      hidden, test_utils.run_hf(hf, ids, types, mask).last_hidden_state, mask)
+  _assert_encoder_matches_hf(params, hf)
 
 
 def test_tf_checkpoint_errors(tmp_path):

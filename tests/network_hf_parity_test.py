@@ -40,8 +40,8 @@ def _our_params(model, cfg, head, num_classes=None, flavour="rembert",
   return {"params": jax.tree_util.tree_map(jnp.asarray, cc.unflatten(flat))}
 
 
-def test_masked_lm_logits_match_hf():
-  cfg = test_utils.TINY_CONFIG
+def _check_masked_lm_logits(cfg):
+  """Our MLM logits equal a randomised HF RemBertForMaskedLM's."""
   hf = test_utils.randomise_hf(
       transformers.RemBertForMaskedLM(test_utils.hf_config(cfg)))
   ids, types, mask = test_utils.hf_inputs(cfg)
@@ -51,6 +51,10 @@ def test_masked_lm_logits_match_hf():
       jnp.asarray(mask, jnp.int32))
   test_utils.assert_close_to_hf(
       ours, test_utils.run_hf(hf, ids, types, mask).logits, mask)
+
+
+def test_masked_lm_logits_match_hf():
+  _check_masked_lm_logits(test_utils.TINY_CONFIG)
 
 
 def test_masked_lm_gathered_positions_equal_full_logits():
@@ -126,17 +130,8 @@ def test_attention_implementations_match_hf(implementation):
 
 
 def test_pretraining_only_layers_are_on_top():
-  cfg = network.RemBertConfig(**{
-      **test_utils.TINY_CONFIG.__dict__, "num_pretraining_only_layers": 1})
-  hf = test_utils.randomise_hf(
-      transformers.RemBertForMaskedLM(test_utils.hf_config(cfg)))
-  ids, types, mask = test_utils.hf_inputs(cfg)
-  variables = _our_params(hf, cfg, cc.Head.MASKED_LM)
-  ours = network.RemBertForMaskedLM(cfg).apply(
-      variables, jnp.asarray(ids), jnp.asarray(types),
-      jnp.asarray(mask, jnp.int32))
-  test_utils.assert_close_to_hf(
-      ours, test_utils.run_hf(hf, ids, types, mask).logits, mask)
+  _check_masked_lm_logits(network.RemBertConfig(**{
+      **test_utils.TINY_CONFIG.__dict__, "num_pretraining_only_layers": 1}))
 
 
 def test_encoder_hidden_states_and_pooler_match_hf():

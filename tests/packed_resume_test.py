@@ -7,10 +7,7 @@ command logs the losses of a run that was never interrupted.
 """
 
 import json
-import os
 import pathlib
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -45,19 +42,6 @@ def setup(tmp_path_factory):
   return tmp
 
 
-def _run(setup, model_dir, crash_at=None):
-  env = dict(os.environ)
-  env["PYTHONPATH"] = os.pathsep.join(
-      [str(setup), str(test_utils.REPO_ROOT), env.get("PYTHONPATH", "")])
-  command = (["-m", "tests.crashing_train", crash_at] if crash_at
-             else ["-m", "rembert_t5x.runner.train"])
-  return subprocess.run(
-      [sys.executable, *command, f"--gin_file={setup / 'run.gin'}",
-       f"--gin.MODEL_DIR='{model_dir}'"],
-      env=env, cwd=test_utils.REPO_ROOT, capture_output=True, text=True,
-      timeout=300)
-
-
 def _losses(model_dir):
   return [json.loads(l)["loss"] for l in
           (pathlib.Path(model_dir) / "metrics.jsonl").read_text().splitlines()]
@@ -67,7 +51,7 @@ def test_killed_packed_run_resumes_to_the_uninterrupted_losses(
     setup, tmp_path, monkeypatch, capsys):
   monkeypatch.syspath_prepend(str(setup))
   killed = tmp_path / "killed"
-  result = _run(setup, killed, crash_at="step:3")
+  result = test_utils.run_train_process(setup, killed, crash_at="step:3")
   assert result.returncode == -9, result.stderr[-2000:]
   capsys.readouterr()
   cli.run_main(train._main, [f"--gin_file={setup / 'run.gin'}",

@@ -10,10 +10,8 @@ the pipeline pre-training uses.
 
 import json
 import logging
-import os
 import pathlib
 import shutil
-import subprocess
 import sys
 import textwrap
 
@@ -80,19 +78,6 @@ def _metrics(model_dir):
   return [json.loads(l) for l in text.splitlines()]
 
 
-def _run_subprocess(setup, model_dir, crash_at=None):
-  env = dict(os.environ)
-  env["PYTHONPATH"] = os.pathsep.join(
-      [str(setup), str(test_utils.REPO_ROOT), env.get("PYTHONPATH", "")])
-  command = (["-m", "tests.crashing_train", crash_at] if crash_at
-             else ["-m", "rembert_t5x.runner.train"])
-  return subprocess.run(
-      [sys.executable, *command,
-       f"--gin_file={setup / 'run.gin'}", f"--gin.MODEL_DIR='{model_dir}'"],
-      env=env, cwd=test_utils.REPO_ROOT, capture_output=True, text=True,
-      timeout=300)
-
-
 def _checkpoint_names(model_dir):
   return sorted(p.name for p in (pathlib.Path(model_dir) / "checkpoints").iterdir())
 
@@ -144,7 +129,7 @@ def test_killed_runs_resume_to_the_losses_of_an_uninterrupted_run(
 
   model_dir = tmp_path / "crashy"
   # 1. Killed inside the save of step 8: files written, rename not done.
-  result = _run_subprocess(setup, model_dir, crash_at="save:8")
+  result = test_utils.run_train_process(setup, model_dir, crash_at="save:8")
   assert result.returncode == -9, result.stderr[-2000:]
   names = _checkpoint_names(model_dir)
   assert "4" in names and "8" not in names
@@ -155,7 +140,7 @@ def test_killed_runs_resume_to_the_losses_of_an_uninterrupted_run(
   assert _iterator_names(model_dir) == ["4", "8"]
 
   # 2. Restarted, then killed after the update of step 10 (never logged).
-  result = _run_subprocess(setup, model_dir, crash_at="step:10")
+  result = test_utils.run_train_process(setup, model_dir, crash_at="step:10")
   assert result.returncode == -9, result.stderr[-2000:]
   # Restored, not skipped: the fallback's warnings reach stderr.
   assert "input iterator state" not in result.stderr, result.stderr[-2000:]

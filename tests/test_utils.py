@@ -784,6 +784,23 @@ def build_gin_model(gin):
   return gin.query_parameter("MODEL/macro.value").scoped_configurable_fn()
 
 
+def run_train_process(setup, model_dir, crash_at=None):
+  """`python -m rembert_t5x.runner.train` on `setup/run.gin` in a process of
+  its own (its task module in `setup`), or with `crash_at` (e.g.
+  "save:8", "step:10") tests/crashing_train.py, which kills it there."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  env = dict(os.environ)
+  env["PYTHONPATH"] = os.pathsep.join(
+      [str(setup), str(REPO_ROOT), env.get("PYTHONPATH", "")])
+  command = (["-m", "tests.crashing_train", crash_at] if crash_at
+             else ["-m", "rembert_t5x.runner.train"])
+  return subprocess.run(
+      [sys.executable, *command, f"--gin_file={setup / 'run.gin'}",
+       f"--gin.MODEL_DIR='{model_dir}'"],
+      env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+
+
 def tree_snapshot(root, mtimes: bool = True) -> dict:
   """{relative path: (contents or link target, mtime_ns)} of a whole tree,
   for checking that a failed command changed nothing in it.
