@@ -116,17 +116,9 @@ def test_padded_vocabulary_matches_hf(coupled):
 def test_attention_implementations_match_hf(implementation):
   """Our einsum attention and jax.nn.dot_product_attention (XLA) both agree
   with HF to 1e-5 (cuDNN: tests/layers_test.py, on a GPU)."""
-  cfg = network.RemBertConfig(**{**test_utils.TINY_CONFIG.__dict__,
-                                 "attention_implementation": implementation})
-  hf = test_utils.randomise_hf(
-      transformers.RemBertForMaskedLM(test_utils.hf_config(cfg)))
-  ids, types, mask = test_utils.hf_inputs(cfg)
-  variables = _our_params(hf, cfg, cc.Head.MASKED_LM)
-  ours = network.RemBertForMaskedLM(cfg).apply(
-      variables, jnp.asarray(ids), jnp.asarray(types),
-      jnp.asarray(mask, jnp.int32))
-  test_utils.assert_close_to_hf(
-      ours, test_utils.run_hf(hf, ids, types, mask).logits, mask)
+  _check_masked_lm_logits(network.RemBertConfig(**{
+      **test_utils.TINY_CONFIG.__dict__,
+      "attention_implementation": implementation}))
 
 
 def test_pretraining_only_layers_are_on_top():
