@@ -389,18 +389,10 @@ def test_microbatches_sum_to_the_full_batch_gradient(kind, k=3):
       params, batch, None)
   grads, metrics = _t5x_style_accumulation(
       model, params, models.with_full_batch_loss_weight(model, batch), k)
-  # The same sums split three ways: float32 bounds of the tiny model (a
-  # micro-batch mean instead of the full batch's is off by factors, below).
-  rows, length = batch["input_tokens"].shape
-  head = test_utils.tiny_head(kind, length)
-  test_utils.assert_trees_close_normwise(
-      grads, full_grads,
-      test_utils.tiny_gradient_rtol(CFG, length, head, rows * length),
-      rows * length)
-  np.testing.assert_allclose(
-      metrics["loss"].compute(), full_metrics["loss"].compute(),
-      rtol=test_utils.float32_chain_rtol(test_utils.tiny_network_reductions(
-          CFG, length, head, rows * length)))
+  # The same sums split three ways (a micro-batch mean instead of the full
+  # batch's is off by factors, below).
+  test_utils.assert_same_sums(grads, full_grads, metrics["loss"].compute(),
+                              full_metrics["loss"].compute(), kind, batch, CFG)
   if kind not in ("pair", "tagging"):
     return
   # Without the feature each microbatch takes its own mean: for one weight
@@ -408,9 +400,11 @@ def test_microbatches_sum_to_the_full_batch_gradient(kind, k=3):
   # something else again.
   naive, _ = _t5x_style_accumulation(model, params, batch, k)
   if kind == "pair":
+    rows, length = batch["input_tokens"].shape
     test_utils.assert_trees_close_normwise(
         naive, jax.tree_util.tree_map(lambda g: k * g, full_grads),
-        test_utils.tiny_gradient_rtol(CFG, length, head, rows * length),
+        test_utils.tiny_gradient_rtol(
+            CFG, length, test_utils.tiny_head(kind, length), rows * length),
         rows * length)
   else:
     ratios = [float(jnp.vdot(n, n) / jnp.vdot(f, f)) for n, f in zip(

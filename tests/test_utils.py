@@ -473,6 +473,24 @@ def perturbed(params, scale: float = 0.05, seed: int = 1):
   return jax.jit(add_noise)(params)
 
 
+def assert_same_sums(got_grads, want_grads, got_loss, want_loss, kind: str,
+                     batch, cfg=TINY_CONFIG):
+  """The same gradient and loss, summed in another order (microbatches,
+  hosts): the tiny model's float32 bounds, the gradient normwise
+  (`tiny_gradient_rtol`), the loss over the encoder, head and mean
+  (`float32_chain_rtol`). A loss normalised per part is off by factors."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  rows, length = batch["input_tokens"].shape
+  head = tiny_head(kind, length)
+  positions = rows * length
+  assert_trees_close_normwise(
+      got_grads, want_grads,
+      tiny_gradient_rtol(cfg, length, head, positions), positions)
+  np.testing.assert_allclose(
+      got_loss, want_loss, rtol=float32_chain_rtol(tiny_network_reductions(
+          cfg, length, head, positions)))
+
+
 def assert_trees_close(a, b, **tol):
   """np.testing.assert_allclose on every pair of leaves."""
   import jax  # pylint: disable=g-import-not-at-top
