@@ -274,36 +274,11 @@ def _preferred(items: Sequence[str], index: int, k: int) -> List[str]:
   return [items[(3 * index + j) % len(items)] for j in range(k)]
 
 
-def _subject_index(subject: Entity) -> int:
-  """Which preferences a subject has (organisations' differ from people's)."""
-  if subject.kind == "PER":
-    return GIVEN.index(subject.keys[0])
-  return ORGS.index(subject.keys[0]) + 5
-
-
-# The latent grammar's strength: how often a slot takes one of its head's
-# few preferred fillers (else any filler), and how few those are. Strong
-# preferences make the words' contexts informative, the statistics every
-# language shares; at the old, weaker setting (0.8-0.85 over 3-4 fillers, no
-# verb preference) MLM pre-training stayed near each language's unigram
-# loss (docs/DEMO_RESULTS.md).
-PREFERENCE = 0.9
-PREFERRED_NOUNS = 2       # per thing verb
-PREFERRED_ADJECTIVES = 2  # per noun
-PREFERRED_PLACES = 2      # per person or organisation
-PREFERRED_VERBS = 2       # thing verbs per person or organisation
-
-
 class _Grammar:
   """Samples latent events with fixed selectional preferences."""
 
   def __init__(self, rng: random.Random):
     self.rng = rng
-
-  def _prefer(self, preferred: Sequence[str], others: Sequence[str]) -> str:
-    if preferred and self.rng.random() < PREFERENCE:
-      return self.rng.choice(preferred)
-    return self.rng.choice(others)
 
   def person(self, exclude: Sequence[str] = ()) -> Entity:
     given = _zipf_choice(self.rng, [g for g in GIVEN if g not in exclude])
@@ -317,21 +292,27 @@ class _Grammar:
     return Entity("ORG", (name, self.rng.choice(ORG_TYPES)))
 
   def place(self, subject: Entity, exclude: Sequence[str] = ()) -> Entity:
-    home = _preferred(PLACES, _subject_index(subject), PREFERRED_PLACES)
-    name = self._prefer([p for p in home if p not in exclude],
-                        [p for p in PLACES if p not in exclude])
+    home = _preferred(PLACES, GIVEN.index(subject.keys[0]), 3) if (
+        subject.kind == "PER") else _preferred(
+            PLACES, ORGS.index(subject.keys[0]) + 5, 3)
+    home = [p for p in home if p not in exclude]
+    if home and self.rng.random() < 0.8:
+      name = self.rng.choice(home)
+    else:
+      name = self.rng.choice([p for p in PLACES if p not in exclude])
     keys = (name,)
     if self.rng.random() < 0.5:
       keys += (self.rng.choice(PLACE_TYPES),)
     return Entity("LOC", keys)
 
   def thing(self, verb: str) -> Thing:
-    noun = self._prefer(_preferred(NOUNS, THING_VERBS.index(verb),
-                                   PREFERRED_NOUNS), NOUNS)
+    if self.rng.random() < 0.85:
+      noun = self.rng.choice(_preferred(NOUNS, THING_VERBS.index(verb), 4))
+    else:
+      noun = self.rng.choice(NOUNS)
     adjective = None
     if self.rng.random() < 0.6:
-      adjective = self._prefer(_preferred(ADJECTIVES, NOUNS.index(noun),
-                                          PREFERRED_ADJECTIVES), ADJECTIVES)
+      adjective = self.rng.choice(_preferred(ADJECTIVES, NOUNS.index(noun), 3))
     count = 0
     if self.rng.random() < 0.6:
       count = min(MAX_COUNT, 1 + int(self.rng.expovariate(0.25)))
@@ -339,23 +320,14 @@ class _Grammar:
 
   def event(self, exclude_given: Sequence[str] = (),
             exclude_verbs: Sequence[str] = (),
-            exclude_places: Sequence[str] = (),
-            subject: Optional[Entity] = None) -> Event:
-    """A new clause; `subject` given keeps the topic of an earlier one."""
-    if subject is not None:
-      pass
-    elif self.rng.random() < 0.85:
+            exclude_places: Sequence[str] = ()) -> Event:
+    if self.rng.random() < 0.85:
       subject = self.person(exclude_given)
     else:
       subject = self.org(exclude_given)
     if self.rng.random() < 0.7:
-      verbs = [v for v in THING_VERBS if v not in exclude_verbs]
-      habits = [v for v in _preferred(THING_VERBS, _subject_index(subject),
-                                      PREFERRED_VERBS) if v in verbs]
-      if habits and self.rng.random() < PREFERENCE:
-        verb = self.rng.choice(habits)
-      else:
-        verb = _zipf_choice(self.rng, verbs)
+      verb = _zipf_choice(
+          self.rng, [v for v in THING_VERBS if v not in exclude_verbs])
       obj = self.thing(verb)
     else:
       verb = self.rng.choice(
@@ -366,20 +338,6 @@ class _Grammar:
     if self.rng.random() < 0.7:
       place = self.place(subject, exclude_places)
     return Event(subject, verb, obj, place)
-
-  def paragraph(self, num_events: int) -> List[Event]:
-    """Events about one topic, as in a document: later clauses keep the
-    first one's subject (most of the time) and often its place."""
-    events = [self.event()]
-    while len(events) < num_events:
-      first = events[0]
-      event = self.event(subject=first.subject if self.rng.random() < 0.7
-                         else None)
-      if first.place is not None and event.place is not None and (
-          self.rng.random() < 0.5):
-        event = event._replace(place=first.place)
-      events.append(event)
-    return events
 
   def perturb(self, event: Event) -> Event:
     """Changes one latent slot so that the meaning differs."""
@@ -573,21 +531,9 @@ def _surface_rng(seed: int, task: str, split: str, code: str) -> random.Random:
   return random.Random(f"{seed}/{task}/{split}/{code}")
 
 
-# Sentences per corpus line (a short paragraph), drawn uniformly.
-PARAGRAPH_SENTENCES = (1, 2, 3)
-
-
 def make_corpus(code: str, num_sentences: int, seed: int = 0,
-                question_fraction: float = 0.15,
-                paragraph_sentences: Sequence[int] = PARAGRAPH_SENTENCES
-                ) -> List[str]:
-  """Monolingual text for pre-training, one line per short paragraph.
-
-  `num_sentences` is the number of lines (the name predates paragraphs). A
-  line is a question (in proportion `question_fraction`) or a paragraph of
-  `rng.choice(paragraph_sentences)` declarative sentences about one topic
-  (`_Grammar.paragraph`): later sentences name the same subject and place
-  again, as the sentences of a real document do.
+                question_fraction: float = 0.15) -> List[str]:
+  """Monolingual sentences for pre-training (one string per sentence).
 
   The corpus of each language is drawn independently (not parallel): the
   model must align languages from shared structure and anchors only.
@@ -597,14 +543,12 @@ def make_corpus(code: str, num_sentences: int, seed: int = 0,
   grammar = _Grammar(rng)
   lines = []
   for _ in range(num_sentences):
+    event = grammar.event()
     if rng.random() < question_fraction:
-      event = grammar.event()
       tokens = realize_question(event, rng.choice(question_types(event)),
                                 spec, lex)
     else:
-      tokens = []
-      for event in grammar.paragraph(rng.choice(paragraph_sentences)):
-        tokens += realize_event(event, spec, lex, rng.random() < 0.3)
+      tokens = realize_event(event, spec, lex, rng.random() < 0.3)
     lines.append(join_tokens(tokens)[0])
   return lines
 
