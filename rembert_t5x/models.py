@@ -662,3 +662,13 @@ def make_module(kind: str, config: network.RemBertConfig,
                    "qa or retrieval")
 
 
+def make_model(kind: str, config: network.RemBertConfig,
+               num_classes: Optional[int] = None,
+               **qa_options: Any) -> RemBertBaseModel:
+  """The fine-tuning model of an objective ('pair', 'tagging' or 'qa') over
+  `make_module`'s network; `qa_options` go to `RemBertQAModel`."""
+  module = make_module(kind, config, num_classes)
+  if kind == "qa":
+    return RemBertQAModel(module, **qa_options)
+  return {"pair": RemBertPairClassificationModel,
+          "tagging": RemBertTaggingModel}[kind](module)

@@ -4,46 +4,24 @@ r"""A small-scale reproduction of the paper's embedding ablations.
   python -m rembert_t5x.experiments.reproduce --workdir /tmp/r --seeds 2 \
       --pretrain_steps 100 --finetune_steps 20 --eval_examples 20   # smoke
 
-Analogs of the paper's Tables 2, 4 and 6 (and of its Figure 1, the
-"drop the last layers" analysis) with tiny models on the synthetic
-multilingual benchmark (`rembert_t5x.data.synthetic`), every model
-pre-trained with `--seeds` seeds (default 3):
-
-  Table 2  coupled (tied E_in = E_out = H) vs decoupled (untied, same sizes);
-           paper: decoupled slightly better on average (+0.4).
-  Table 4  E_in small, E_out small / = H / 4H; paper: the score rises
-           monotonically with E_out.
-  Table 6  E_in small, the saved parameters reinvested in width (larger H)
-           or depth (more layers), against the coupled baseline; paper: both
-           beat the baseline, depth most.
-  Figure 1 the Table 4 models fine-tuned with only their first l layers;
-           paper: with a small E_out the last layers do not matter, with a
-           large one every layer is useful.
-  Probes   per-layer linear probes (entity tags) of the Table 4 models,
-           frozen (`analysis.probe`); the paper's probe (Table 9) is a
-           different one, a learnt mix of all layers on English tasks.
-
-Why many languages: the paper's mechanism is about the embedding matrix
-being a large share of the model (mBERT: 92M of 177M parameters). The
-demo's 4 languages need a ~400-piece vocabulary, 20% of a 64-wide 2-layer
-model: there is almost nothing to reinvest, and the output embedding is a
-small head. `LANGUAGES` (12 languages, a ~1,000-piece vocabulary) puts the
-embeddings at ~39% of the coupled model, the paper's regime at toy size.
+Analogs of the paper's Tables 2, 4 and 6 and of its Figure 1 (dropping the
+last layers), plus per-layer linear probes (`analysis.probe`), with tiny
+models (`VARIANTS`, each pre-trained with `--seeds` seeds) on a 12-language
+synthetic benchmark; what each table stands for, why 12 languages and how
+the verdicts are made: docs/EXPERIMENTS.md ("Reproducing the paper's
+ablations at toy scale").
 
 Every (variant, seed) unit pre-trains with MLM, fine-tunes on pair
 classification, entity tagging and extractive QA in the training language
 (one fine-tuning run per pre-trained model: the pre-training seed is the
 unit of the statistics) and evaluates every language zero-shot; its record
-is written to `runs/<variant>/seed-<s>/unit.json`, so a stopped run resumes
-from the units it finished. `--jobs N` runs units in N worker processes
-(each pinned to one core where it can be; tiny models use one core
-better than two). Statistics: per task and on the average over tasks,
-mean ± std over pre-training seeds; each of the paper's directions is a
-set of comparisons, tested with Welch's t-test over seeds on the average
-over tasks and Holm-corrected within the table (`uncertainty`). A direction
-is "reproduced" when every comparison is significant in the paper's
-direction, "opposite" when one is significant against it, and otherwise
-"not reproduced at this scale (no significant difference)".
+is `runs/<variant>/seed-<s>/unit.json`, so a stopped run resumes from the
+units it finished. `--jobs N` runs units in N worker processes, each pinned
+to one core where it can be (tiny models use one core better than two).
+A direction is "reproduced" when every comparison is significant (Welch's
+t-test over seeds on the average over tasks, Holm-corrected within the
+table) in the paper's direction, "opposite" when one is significant against
+it, otherwise "not reproduced at this scale (no significant difference)".
 
 Writes `reproduce.json` (every unit, the tables, the tests), `reproduce.md`
 and `reproduce.png`.
@@ -207,9 +185,6 @@ def run_unit(out: pathlib.Path, variant: str, p: int, settings: Settings,
   `evaluations` (a `runner.jobs.Evaluations`) is shared by the units of one
   worker, so each task family's evaluation examples are built once.
   """
-  # Deferred: demo imports seqio and TensorFlow (seconds), which only the
-  # units that run need.
-  from rembert_t5x.experiments import demo  # pylint: disable=g-import-not-at-top
   config = variant_config(variant)
   unit_dir = unit_path(out, variant, p).parent
   seed = settings.seed + p
@@ -220,11 +195,10 @@ def run_unit(out: pathlib.Path, variant: str, p: int, settings: Settings,
                                 seed)
 
   def finetune(family: str, layers: int) -> Dict[str, Dict[str, float]]:
-    kind, _, _ = demo.TASKS[family]
     length = LENGTHS[family]
     cfg = config if layers == config.num_layers else analysis.layer_config(
         config, layers)
-    model = demo.finetune_model(kind, cfg, family)
+    model = synthetic_runs.finetune_model(family, cfg)
     ft_dir = unit_dir / (family if layers == config.num_layers
                          else f"{family}-layers{layers}")
     log(f"{variant} seed {p}: {family}, {layers} layers, "
@@ -239,7 +213,7 @@ def run_unit(out: pathlib.Path, variant: str, p: int, settings: Settings,
             "params": configs.count_parameters(config),
             "mlm": mlm,
             "families": {f: finetune(f, config.num_layers)
-                         for f in demo.TASKS}}
+                         for f in synthetic_runs.FAMILIES}}
   if settings.figure1 and variant in FIGURE1_VARIANTS:
     record["figure1"] = {
         str(l): finetune(FIGURE1_FAMILY, l)
@@ -257,49 +231,44 @@ def run_unit(out: pathlib.Path, variant: str, p: int, settings: Settings,
 
 
 # --------------------------------------------------------------------------
-# Workers
+# Units in processes
 # --------------------------------------------------------------------------
 
-def work(out: pathlib.Path, settings: Settings, worker: int, workers: int,
+def work(out: pathlib.Path, settings: Settings, todo: Sequence[tuple],
          log: Callable[[str], None] = print) -> None:
-  """Runs the units `worker` owns (every `workers`-th) that have no record."""
-  # Deferred: seqio and TensorFlow (seconds).
-  from rembert_t5x.experiments import demo  # pylint: disable=g-import-not-at-top
+  """Runs the units of `todo` in this process."""
   manifest, names = prepare(out, settings)
   evaluations = runner_jobs.Evaluations()
-  with demo.compilation_cache(out / "xla_cache"):
-    for i, (variant, p) in enumerate(units(settings)):
-      if i % workers != worker or unit_path(out, variant, p).exists():
-        continue
+  with synthetic_runs.compilation_cache(out / "xla_cache"):
+    for variant, p in todo:
       record = run_unit(out, variant, p, settings, names,
                         manifest["languages"], evaluations, log)
       log(f"{variant} seed {p}: done in {record['seconds']} s")
 
 
+def _todo(out: pathlib.Path, settings: Settings) -> List[tuple]:
+  return [u for u in units(settings) if not unit_path(out, *u).exists()]
+
+
 def run(workdir: str, settings: Settings = Settings(),
         log: Callable[[str], None] = print) -> Dict[str, Any]:
-  """The whole reproduction: units (in `settings.jobs` processes), then the
+  """The whole reproduction: units (`synthetic_runs.run_units`), then the
   tables; returns the results record."""
   settings.check()
   out = pathlib.Path(workdir)
   out.mkdir(parents=True, exist_ok=True)
   start_wall, start_cpu = time.time(), runner_jobs.cpu_seconds()
   prepare(out, settings)  # once, before the workers
-  todo = [u for u in units(settings) if not unit_path(out, *u).exists()]
-  jobs = min(settings.jobs, max(len(todo), 1))
-  log(f"{len(units(settings)) - len(todo)} units done, {len(todo)} to run "
-      f"in {jobs} process(es)")
-  if jobs == 1:
-    work(out, settings, 0, 1, log)
-  elif todo:
-    runner_jobs.run_workers("rembert_t5x.experiments.reproduce", jobs,
-                            [f"--workdir={out}"] + synthetic_runs.worker_flags(settings))
+  todo = _todo(out, settings)
+  workers = synthetic_runs.run_units(
+      "rembert_t5x.experiments.reproduce", out, settings, todo,
+      lambda units_: work(out, settings, units_, log), log)
   records = [json.loads(unit_path(out, *u).read_text())
              for u in units(settings)]
   results = analyse(records, settings)
   results["timing"] = {"seconds": round(time.time() - start_wall, 1),
                        "cpu_seconds": round(runner_jobs.cpu_seconds() - start_cpu, 1),
-                       "jobs": jobs, "units_run": len(todo)}
+                       "jobs": max(workers, 1), "units_run": len(todo)}
   write(out, results)
   log(f"wrote {out / 'reproduce.md'}")
   return results
@@ -309,7 +278,7 @@ def run(workdir: str, settings: Settings = Settings(),
 # Tables and tests
 # --------------------------------------------------------------------------
 
-FAMILIES = {"pair": "accuracy", "tag": "f1", "qa": "f1"}
+FAMILIES = {f: metric for f, (_, metric) in synthetic_runs.FAMILIES.items()}
 REPRODUCED, OPPOSITE = "reproduced", "opposite at this scale"
 NOT_REPRODUCED = "not reproduced at this scale (no significant difference)"
 NOT_TESTED = "not tested (fewer than 2 seeds a side)"
@@ -575,10 +544,6 @@ def write(out: pathlib.Path, results: Mapping[str, Any]) -> None:
 # --------------------------------------------------------------------------
 
 def _define_flags(fv: flags.FlagValues) -> None:
-  flags.DEFINE_string("workdir", None, "output directory", flag_values=fv,
-                      required=True)
-  flags.DEFINE_integer("worker", None, "internal: run as worker i of --jobs",
-                       flag_values=fv)
   synthetic_runs.define_flags(fv, Settings)
 
 
@@ -592,8 +557,9 @@ def main(argv=None) -> None:
     settings = _settings(fv)
     if fv.worker is not None:
       runner_jobs.pin_to_core(fv.worker)
-      start = time.time()
-      work(pathlib.Path(fv.workdir), settings, fv.worker, settings.jobs,
+      start, out = time.time(), pathlib.Path(fv.workdir)
+      work(out, settings, synthetic_runs.worker_units(
+          _todo(out, settings), fv.worker, settings),
            log=lambda m: print(f"[worker {fv.worker} {time.time() - start:5.0f}s]"
                                f" {m}", flush=True))
       return None

@@ -277,12 +277,8 @@ def results_path(workdir: str, point: GridPoint) -> pathlib.Path:
 
 def make_model(spec: TaskSpec, config):
   """The T5X-style model class of a task, over `config`."""
-  module = models.make_module(spec.kind, config, spec.num_classes)
-  if spec.kind == "pair":
-    return models.RemBertPairClassificationModel(module)
-  if spec.kind == "tagging":
-    return models.RemBertTaggingModel(module)
-  return models.RemBertQAModel(module, max_answer_length=spec.max_answer_length)
+  return models.make_model(spec.kind, config, spec.num_classes,
+                           max_answer_length=spec.max_answer_length)
 
 
 def resolve_steps(spec: TaskSpec) -> int:
