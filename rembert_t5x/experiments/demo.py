@@ -34,6 +34,7 @@ from rembert_t5x.common import cli
 from rembert_t5x.common import errors
 from rembert_t5x.common import io_utils
 from rembert_t5x import configs
+from rembert_t5x.experiments import report
 from rembert_t5x.experiments import synthetic_baselines
 from rembert_t5x.experiments import synthetic_runs
 from rembert_t5x.experiments import uncertainty
@@ -345,22 +346,21 @@ def summary_table(results: Dict[str, Any]) -> str:
   for family, metric in metrics.items():
     lines += [f"### {family} ({metric}; fine-tuned on {train_lang} only; "
               "mean ± std over seeds, eval SE in brackets)", "",
-              "| language | " + " | ".join(variants) + " | chance |",
-              "|---|" + "---|" * (len(variants) + 1)]
+              *report.table(["language", *variants, "chance"])]
     for lang in results["languages"]:
       cells = []
       for variant in variants:
-        mean, std = results["summary"][family][variant]["languages"][lang]
         ses = [r["languages"][lang].get(f"{metric}_se")
                for r in results["runs"]
                if r["variant"] == variant and r["family"] == family]
         se = (f" [{sum(ses) / len(ses):.1f}]" if ses and None not in ses
               else "")
-        cells.append(f"{mean:.1f} ± {std:.1f}{se}")
+        cells.append(report.pm(
+            results["summary"][family][variant]["languages"][lang]) + se)
       chance = results["chance"].get(family, {}).get(lang)
-      note = " (train)" if lang == train_lang else ""
-      lines.append(f"| {lang}{note} | " + " | ".join(cells) +
-                   f" | {'' if chance is None else f'{chance:.1f}'} |")
+      lines.append(report.row([
+          lang + (" (train)" if lang == train_lang else ""), *cells,
+          "" if chance is None else f"{chance:.1f}"]))
     lines.append("")
   return "\n".join(lines)
 

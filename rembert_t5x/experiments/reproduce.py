@@ -42,6 +42,7 @@ from rembert_t5x.common import io_utils
 from rembert_t5x import configs
 from rembert_t5x.data import synthetic
 from rembert_t5x.experiments import analysis
+from rembert_t5x.experiments import report
 from rembert_t5x.experiments import sweep
 from rembert_t5x.experiments import synthetic_runs
 from rembert_t5x.experiments import uncertainty
@@ -392,10 +393,6 @@ def analyse(records: Sequence[Mapping[str, Any]], settings: Settings,
           "tests": tables, "figure1": figure1, "units": list(records)}
 
 
-def _pm(pair) -> str:
-  return f"{pair[0]:.1f} ± {pair[1]:.1f}"
-
-
 def _config_cells(name: str, params: Mapping[str, int]) -> List[str]:
   c = variant_config(name)
   return [f"{c.input_embed_dim}", f"{c.output_embed_dim}"
@@ -412,14 +409,12 @@ def markdown(results: Mapping[str, Any]) -> str:
   for key, table in TABLES.items():
     if key not in results["tests"]:
       continue
-    lines += [f"### {table.title}", "",
-              "| model | E_in | E_out | H | layers | PT params | FT params | "
-              "pair (acc) | tag (F1) | QA (F1) | avg |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for name in table.rows:
-      cells = _config_cells(name, v[name]["params"]) + [
-          _pm(v[name]["mean_std"][k]) for k in list(FAMILIES) + ["avg"]]
-      lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += [f"### {table.title}", ""] + report.table(
+        ("model", "E_in", "E_out", "H", "layers", "PT params", "FT params",
+         "pair (acc)", "tag (F1)", "QA (F1)", "avg"),
+        ([name, *_config_cells(name, v[name]["params"]),
+          *(report.pm(v[name]["mean_std"][k]) for k in [*FAMILIES, "avg"])]
+         for name in table.rows))
     test = results["tests"][key]
     lines += ["", f"Paper: {table.paper}. Direction tested: "
               f"**{test['claim']}** — **{test['verdict']}**.", ""]
@@ -432,18 +427,15 @@ def markdown(results: Mapping[str, Any]) -> str:
     lines.append("")
   if results.get("figure1"):
     f1 = results["figure1"]
+    kept = sorted(v[FIGURE1_VARIANTS[0]]["figure1"], key=int)
     lines += ["### Figure 1 analog: fine-tuning the first l layers only "
-              f"({FIGURE1_FAMILY}, zero-shot F1)", "",
-              "| model | " + " | ".join(
-                  f"{l} layer(s)" for l in sorted(
-                      v[FIGURE1_VARIANTS[0]]["figure1"], key=int))
-              + " | cost of dropping the last layer |",
-              "|---|" + "---|" * (len(v[FIGURE1_VARIANTS[0]]["figure1"]) + 1)]
-    for name in FIGURE1_VARIANTS:
-      curve = v[name]["figure1"]
-      lines.append(f"| {name} | " + " | ".join(
-          _pm(uncertainty.mean_std(curve[l])) for l in sorted(curve, key=int))
-          + f" | {_pm(f1['drop_cost'][name])} |")
+              f"({FIGURE1_FAMILY}, zero-shot F1)", ""] + report.table(
+                  ["model", *(f"{l} layer(s)" for l in kept),
+                   "cost of dropping the last layer"],
+                  ([name, *(report.pm(uncertainty.mean_std(
+                      v[name]["figure1"][l])) for l in kept),
+                    report.pm(f1["drop_cost"][name])]
+                   for name in FIGURE1_VARIANTS))
     t = f1["comparisons"][0]
     p = "n/a" if t["p"] is None else f"{t['p']:.3f}"
     lines += ["", f"Paper: with E_out = 128 the last layers can go, with "
@@ -452,25 +444,21 @@ def markdown(results: Mapping[str, Any]) -> str:
               f"p = {p}) — **{f1['verdict']}**.", ""]
   lines += ["### Convergence check: MLM accuracy (last pre-training steps) "
             f"and scores in the training language ({results['train_language']})",
-            "", "| model | MLM accuracy | pair (acc) | tag (F1) | QA (F1) |",
-            "|---|---|---|---|---|"]
-  for name in VARIANTS:
-    if name in v:
-      lines.append(f"| {name} | {_pm(v[name]['mlm_accuracy'])} | " + " | ".join(
-          _pm(v[name]["train_language"][f]) for f in FAMILIES) + " |")
-  lines.append("")
+            ""] + report.table(
+                ("model", "MLM accuracy", "pair (acc)", "tag (F1)", "QA (F1)"),
+                ([name, report.pm(v[name]["mlm_accuracy"]),
+                  *(report.pm(v[name]["train_language"][f]) for f in FAMILIES)]
+                 for name in VARIANTS if name in v)) + [""]
   probes = {name: v[name]["probe"] for name in FIGURE1_VARIANTS
             if "probe" in v.get(name, {})}
   if probes:
     layers = sorted(next(iter(probes.values())), key=int)
     lines += ["### Linear probes of the frozen pre-trained layers "
-              "(entity tags, token accuracy, zero-shot average)", "",
-              "| model | " + " | ".join(f"layer {l}" for l in layers) + " |",
-              "|---|" + "---|" * len(layers)]
-    for name, curve in probes.items():
-      lines.append(f"| {name} | " + " | ".join(
-          _pm(uncertainty.mean_std(curve[l])) for l in layers) + " |")
-    lines.append("")
+              "(entity tags, token accuracy, zero-shot average)", ""] + (
+                  report.table(["model", *(f"layer {l}" for l in layers)],
+                               ([name, *(report.pm(uncertainty.mean_std(
+                                   curve[l])) for l in layers)]
+                                for name, curve in probes.items()))) + [""]
   seeds = sorted({len(x["seeds"]) for x in v.values()})
   n = "–".join(str(k) for k in (seeds[0], seeds[-1])) if len(seeds) > 1 else (
       str(seeds[0]) if seeds else "0")
@@ -488,43 +476,36 @@ def markdown(results: Mapping[str, Any]) -> str:
 def plot(results: Mapping[str, Any], path: pathlib.Path) -> None:
   """One panel per table (avg per variant, mean ± std, seeds as dots) and
   the Figure 1 analog."""
-  # Deferred: only plots need matplotlib.
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   v = results["variants"]
   keys = [k for k in TABLES if k in results["tests"]]
   panels = len(keys) + bool(results.get("figure1"))
-  fig, axes = plt.subplots(1, panels, figsize=(4.2 * panels, 3.8),
-                           squeeze=False)
-  for ax, key in zip(axes[0], keys):
-    rows = TABLES[key].rows
-    means = [v[r]["mean_std"]["avg"][0] for r in rows]
-    stds = [v[r]["mean_std"]["avg"][1] for r in rows]
-    ax.bar(range(len(rows)), means, yerr=stds, capsize=4, color="#8fb3d9")
-    for i, r in enumerate(rows):
-      ax.plot([i] * len(v[r]["values"]["avg"]), v[r]["values"]["avg"], "k.")
-    ax.set_xticks(range(len(rows)))
-    ax.set_xticklabels(rows, rotation=30, ha="right", fontsize=8)
-    ax.set_ylim(min(means) - 3 * max(stds + [1]), max(means) + 3 * max(stds + [1]))
-    ax.set_title(f"{key}: {results['tests'][key]['verdict'].split(' (')[0]}",
-                 fontsize=9)
-    ax.set_ylabel("zero-shot avg of pair/tag/QA")
-  if results.get("figure1"):
-    ax = axes[0][-1]
-    for name in FIGURE1_VARIANTS:
-      curve = v[name]["figure1"]
-      layers = sorted(curve, key=int)
-      ms = [uncertainty.mean_std(curve[l]) for l in layers]
-      ax.errorbar([int(l) for l in layers], [m for m, _ in ms],
-                  yerr=[s for _, s in ms], marker="o", capsize=3, label=name)
-    ax.set_xlabel("layers kept")
-    ax.set_ylabel(f"{FIGURE1_FAMILY} zero-shot F1")
-    ax.set_title("Figure 1 analog", fontsize=9)
-    ax.legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
+  with report.figure(path, panels, (4.2 * panels, 3.8), dpi=110) as (_, axes):
+    for ax, key in zip(axes, keys):
+      rows = TABLES[key].rows
+      means = [v[r]["mean_std"]["avg"][0] for r in rows]
+      stds = [v[r]["mean_std"]["avg"][1] for r in rows]
+      ax.bar(range(len(rows)), means, yerr=stds, capsize=4, color="#8fb3d9")
+      for i, r in enumerate(rows):
+        ax.plot([i] * len(v[r]["values"]["avg"]), v[r]["values"]["avg"], "k.")
+      ax.set_xticks(range(len(rows)))
+      ax.set_xticklabels(rows, rotation=30, ha="right", fontsize=8)
+      pad = 3 * max(stds + [1])
+      ax.set_ylim(min(means) - pad, max(means) + pad)
+      ax.set_title(f"{key}: {results['tests'][key]['verdict'].split(' (')[0]}",
+                   fontsize=9)
+      ax.set_ylabel("zero-shot avg of pair/tag/QA")
+    if results.get("figure1"):
+      ax = axes[-1]
+      for name in FIGURE1_VARIANTS:
+        curve = v[name]["figure1"]
+        layers = sorted(curve, key=int)
+        ms = [uncertainty.mean_std(curve[l]) for l in layers]
+        ax.errorbar([int(l) for l in layers], [m for m, _ in ms],
+                    yerr=[s for _, s in ms], marker="o", capsize=3, label=name)
+      ax.set_xlabel("layers kept")
+      ax.set_ylabel(f"{FIGURE1_FAMILY} zero-shot F1")
+      ax.set_title("Figure 1 analog", fontsize=9)
+      ax.legend(fontsize=7)
 
 
 def write(out: pathlib.Path, results: Mapping[str, Any]) -> None:

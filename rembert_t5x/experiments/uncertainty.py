@@ -41,6 +41,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 import numpy as np
 from scipy import stats as scipy_stats
 
+from rembert_t5x.experiments import report
+
 
 ALPHA = 0.05
 NO_DIFFERENCE = "no significant difference"
@@ -190,10 +192,6 @@ def compare(summaries: Mapping[str, Mapping[str, Any]], baseline: str,
 # Tables
 # --------------------------------------------------------------------------
 
-def _pm(mean: float, std: float) -> str:
-  return f"{mean:.1f} ± {std:.1f}"
-
-
 def _signed(x: Optional[float]) -> str:
   return "" if x is None else f"{x:+.1f}"
 
@@ -215,9 +213,9 @@ def comparison_table(summaries: Mapping[str, Mapping[str, Any]],
   zero-shot average (upper bound, both variants), chance, the difference
   with its 95% Welch interval, the Holm-adjusted p-value and the verdict.
   """
-  lines = [f"| task (metric) | {baseline} | {candidate} | eval SE | chance | "
-           f"{candidate} − {baseline} [95% CI] | p (Welch, Holm) | verdict |",
-           "|---|---|---|---|---|---|---|---|"]
+  lines = report.table(["task (metric)", baseline, candidate, "eval SE",
+                        "chance", f"{candidate} − {baseline} [95% CI]",
+                        "p (Welch, Holm)", "verdict"])
   for family, by_variant in summaries.items():
     base = by_variant[baseline]["zero_shot"]
     cand = by_variant[candidate]["zero_shot"]
@@ -227,12 +225,11 @@ def comparison_table(summaries: Mapping[str, Mapping[str, Any]],
     interval = (f" [{_signed(c['low'])}, {_signed(c['high'])}]"
                 if c["low"] is not None else "")
     level = f"{chance[family]:.1f}" if chance and family in chance else ""
-    lines.append(
-        f"| {family} ({metrics_by_family[family]}) | "
-        f"{_pm(base['mean'], base['std'])} (n={base['n']}) | "
-        f"{_pm(cand['mean'], cand['std'])} (n={cand['n']}) | {se} | {level} | "
-        f"{_signed(c['difference'])}{interval} | {_p(c['p_holm'])} | "
-        f"{c['verdict']} |")
+    lines.append(report.row([
+        f"{family} ({metrics_by_family[family]})",
+        *(f"{report.pm((s['mean'], s['std']))} (n={s['n']})"
+          for s in (base, cand)), se, level,
+        _signed(c["difference"]) + interval, _p(c["p_holm"]), c["verdict"]]))
   return "\n".join(lines)
 
 
