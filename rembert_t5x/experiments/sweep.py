@@ -12,51 +12,24 @@ r"""Fine-tuning sweeps with the paper's protocol, aggregated into one table.
     --runner=t5x --pretrained=gs://b/pretrain/checkpoint_N \
     --model_gin=gin_configs/models/paper/table3_ein128_eout768.gin
 
-Experiments (the grids are data, `EXPERIMENTS` below); every one trains on
-English and runs 3 seeds unless --seeds says otherwise:
-  table10  the ablation models (paper Table 10): batch 32; PAWS-X
-           {3,4,5}e-5, XNLI {1,2,3}e-5, SQuAD-trained QA {2,3,4}e-5, NER
-           {1,...,5}e-5 (TyDiQA-GoldP: the QA grid, our choice).
-  table15  RemBERT (Table 15): PAWS-X 8e-6, XNLI 1e-5, SQuAD 9e-6, POS 3e-5
-           at batch 128; NER 8e-6 at batch 64 (TyDiQA-GoldP: SQuAD's, our
-           choice).
-  demo     the synthetic pair / tag / qa tasks of the offline demo.
+Experiments (the grids are data, `EXPERIMENTS` below; every one trains on
+English and runs 3 seeds unless --seeds says otherwise): table10, the
+ablation models' grids (paper Table 10); table15, RemBERT's (Table 15);
+demo, the synthetic pair / tag / qa tasks of the offline demo.
 
-Protocol (paper §4, XTREME; docs/FIDELITY.md):
-  - steps: 3 epochs of the English training set at the grid's batch size,
-    derived from the dataset's size (`protocol.train_steps`), never typed in;
-  - a checkpoint at the end of every epoch; the one with the best English
-    dev score is selected (`eval.select_checkpoint`) and evaluated on every
-    language;
-  - splits per family: XNLI, PAWS-X, PAN-X, UD-POS and MLQA on their dev
-    sets ('validation'), XQuAD on 'test' (its only split), TyDiQA-GoldP on
-    each language's validation split; the SQuAD-trained model is evaluated
-    on XQuAD and MLQA (one training run, two families);
-  - the learning rate with the best English-dev score (mean over seeds) is
-    selected per grid; results are keyed by the full task name and reported
-    per family and language as mean ± std over seeds; a family's average is
-    over its languages (English included, as XTREME), the overall average
-    over families; QA scores are (EM + F1) / 2.
-
-`--xtreme_dir=DIR` runs the grids on the `rembert_local_*` tasks over DIR
-(`xtreme_local`: every file a grid reads is checked first; the T5X commands
-export $REMBERT_XTREME_DIR and name the local tasks); `--languages` keeps
-some evaluation languages only (local runner).
-
-`--runner=local` runs each (grid, learning rate, seed) from the
-pre-training MODEL_DIR `--pretrained` and writes
-`DIR/runs/<grid>/lr=<lr>/seed=<seed>/results.json`; a grid point whose
-results file exists is not rerun (the sweep resumes). Aggregation writes
-DIR/sweep.json, DIR/sweep.md and DIR/sweep.png. `--runner=t5x` prints, per
-grid point, a `t5x.train` command (the run file derives TRAIN_STEPS from the
-dataset and BATCH_SIZE, checkpoints and evaluates English dev every epoch),
-the selection command (`protocol select`) and one `t5x.eval` command per
-family on the selected checkpoint.
-
-`--submission_dir=OUT` (with `--xtreme_dir`) writes XTREME submission folders
-`OUT/seed-<s>/<task>/test-<lang>.<ext>` of the `--submission_split` from each
-grid's best learning rate, BUCC and Tatoeba from `--pretrained` (`submission`);
-with `--runner=t5x` it prints `t5x.infer` on $BEST and the folder commands.
+Each grid point fine-tunes for 3 epochs of the training set (steps derived
+from its size, `protocol.train_steps`), keeps a checkpoint per epoch,
+selects the one with the best English dev score and evaluates every
+language on the family's split; the learning rate with the best English dev
+score (mean over seeds) is reported, per family and language, as mean ± std
+over seeds (docs/FIDELITY.md has the protocol, docs/EXPERIMENTS.md the
+tables). `--runner=local` trains here, writes
+`DIR/runs/<grid>/lr=<lr>/seed=<seed>/results.json` (a point with one is not
+rerun) and DIR/sweep.{json,md,png}; `--runner=t5x` prints the `t5x.train`,
+`protocol select` and `t5x.eval` commands of every point instead.
+`--xtreme_dir` runs the grids on the `rembert_local_*` tasks over XTREME's
+download folder (`xtreme_local`); `--submission_dir` writes XTREME
+submission folders (`submission`).
 """
 
 import dataclasses
@@ -83,6 +56,7 @@ from rembert_t5x import protocol
 from rembert_t5x.runner import checkpoints
 
 SEEDS = (0, 1, 2)
+REMBERT_GIN = "gin_configs/models/paper/rembert.gin"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -411,28 +385,21 @@ def t5x_commands(workdir: str, points: Sequence[GridPoint], model_gin: str,
                  request=None) -> List[str]:
   """Shell lines for T5X: per grid point train, select, evaluate.
 
-  - `t5x.train` with the grid's run file: TRAIN_STEPS is derived there from
-    the training set's size, BATCH_SIZE and EPOCHS (`protocol.train_steps`),
-    a checkpoint is saved and the English dev task is evaluated by inference
-    every epoch (EVAL_PERIOD); LEARNING_RATE and BATCH_SIZE come from the
-    grid. The seed goes to T5X's RANDOM_SEED (init and dropout) and to the
-    training data's shuffle seed (`train/utils.DatasetConfig.seed`, None in
-    T5X's finetune.gin, i.e. a new order each run).
-  - `protocol select` reads MODEL_DIR/inference_eval/<English dev>-metrics.jsonl
-    and prints the best checkpoint's path (into $BEST).
-  - one `t5x.eval` per family, on the family's split, with $BEST.
-  Every command names its tasks (MIXTURE_OR_TASK_NAME, TRAIN_EVAL_TASK, the
-  eval mixture) over the run file's defaults. With `xtreme_dir` (grids made
-  local by `xtreme_local.prepare`) the second line exports
-  $REMBERT_XTREME_DIR, which makes `rembert_tasks` register the
-  `rembert_local_*` tasks over that folder in every process.
-  With a `submission.Request`: `t5x.infer` of every evaluated language on
-  $BEST, and at the end, per seed, the command writing its folder.
-  The first line is `set -e`: pipe the output to `bash`. On a pod the same
-  script runs on every worker at once: nothing in it changes per host (each
-  t5x command joins the hosts; `protocol select` reads what host 0 wrote,
-  and t5x.train ends on every host only after that), so `workdir` must be a
-  bucket that every host sees (docs/T5X.md, "Pods").
+  Per point: `t5x.train` with the grid's run file (TRAIN_STEPS derived there
+  from the training set, BATCH_SIZE and EPOCHS; a checkpoint and an English
+  dev evaluation by inference every epoch), the grid's learning rate and
+  batch size, the seed as RANDOM_SEED and as the training data's shuffle seed
+  (`DatasetConfig.seed`: None in T5X's finetune.gin, a new order each run);
+  `protocol select`, which reads the English dev metrics and prints the best
+  checkpoint into $BEST; one `t5x.eval` per family on its split with $BEST.
+  Every command names its tasks. With `xtreme_dir` (grids made local by
+  `xtreme_local.prepare`) the script exports $REMBERT_XTREME_DIR, which makes
+  `rembert_tasks` register the local tasks in every process; with a
+  `submission.Request`, it adds `t5x.infer` of every evaluated language on
+  $BEST and, per seed, the command writing its folder. The first line is
+  `set -e` (pipe the output to `bash`); on a pod the same script runs on
+  every worker at once, so `workdir` must be a bucket every host sees
+  (docs/T5X.md, "Pods").
   """
   if request is not None:
     # Deferred (there is no import cycle): it imports the task modules
@@ -583,13 +550,24 @@ def _paper(args) -> Optional[paper_reference.PaperResults]:
   return None
 
 
-def _local_config(args, model_gin: Optional[str]):
-  """The network config: --model_gin, else (a converted or pre-trained
-  MODEL_DIR) its rembert_config.json, else RemBERT's gin file."""
-  saved = pathlib.Path(args.pretrained) / configs.CHECKPOINT_CONFIG_FILE
+def network_config(pretrained: str, model_gin: Optional[str],
+                   default_gin: Optional[str] = REMBERT_GIN):
+  """(network config, where it comes from): `model_gin`, else (a converted
+  or pre-trained MODEL_DIR) `pretrained`'s rembert_config.json, else
+  `default_gin`.
+
+  Raises:
+    errors.UserError: the gin file does not parse, or there is none.
+  """
+  saved = pathlib.Path(pretrained) / configs.CHECKPOINT_CONFIG_FILE
   if not model_gin and saved.is_file():
     return configs.read_checkpoint_config(saved), str(saved)
-  model_gin = model_gin or "gin_configs/models/paper/rembert.gin"
+  model_gin = model_gin or default_gin
+  if model_gin is None:
+    raise errors.UserError(
+        f"--pretrained={pretrained}: no {configs.CHECKPOINT_CONFIG_FILE}; "
+        f"pass --model_gin=<the model's gin file> (the released RemBERT: "
+        f"{REMBERT_GIN})")
   try:
     return configs.config_from_gin(model_gin), model_gin
   except configs.GinConfigError as e:
@@ -664,7 +642,7 @@ def _main(args) -> None:
   if args.runner == "t5x":
     print("\n".join(t5x_commands(
         args.workdir, points,
-        model_gin or "gin_configs/models/paper/rembert.gin", args.pretrained,
+        model_gin or REMBERT_GIN, args.pretrained,
         xtreme_dir=args.xtreme_dir, request=request)))
     return
   vocab_size = args.vocab_size
@@ -672,10 +650,7 @@ def _main(args) -> None:
     # Deferred: it imports seqio and TensorFlow (seconds).
     from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
     vocab_size = vocab_size or synthetic_tasks.VOCAB_SIZE
-  else:
-    # Deferred: registers every task (seqio, TensorFlow).
-    pass  # pylint: disable=g-import-not-at-top,unused-import
-  config, config_source = _local_config(args, model_gin)
+  config, config_source = network_config(args.pretrained, model_gin)
   if vocab_size is not None:
     config = dataclasses.replace(config, vocab_size=vocab_size)
   table = run_local(args.workdir, points, config, args.pretrained,
