@@ -1,38 +1,19 @@
 """Error bars and significance for comparisons over seeds.
 
-Two sources of noise sit under every number the demo reports, and this
-module measures each one separately:
-
-* **The evaluation set.** A score on n dev examples is itself an estimate.
-  Its standard error comes from a bootstrap over evaluation units
-  (examples for pair classification, sentences for tagging, questions for
-  QA: the units the metric counts), computed inside the seqio metric
-  functions of `rembert_t5x.scoring.standard_errors` so every reported score
-  carries `<metric>_se`.
-* **Training.** Two runs that differ only in their random seeds (weight
-  initialisation, data order, masking) end at different scores; floating
-  point differences between machines act like another seed. The spread is
-  the sample standard deviation over seeds.
-
-Comparison (decoupled vs coupled) uses **Welch's t-test** on one number per
-independent training run: the zero-shot average of that run. Why this test:
-
-* the seed-to-seed spread is at least as large as the evaluation-set noise
-  at the demo's size (up to ~9 points on one language against a ~1 point
-  standard error; docs/DEMO_RESULTS.md), and only a test over runs sees it.
-  A paired bootstrap over examples would treat one trained model as the
-  truth and call trajectory noise "real";
-* the two variants have different spreads (the coupled model's is often
-  larger), hence Welch's unequal-variance form rather than Student's;
-* with 3 runs per side the test is weak, which is the honest answer: a
-  direction is claimed only for differences well outside the spread.
-
-The three tasks are three tests; their p-values are Holm-corrected
-(family-wise error 0.05). When each variant has several pre-training seeds,
-the unit is the pre-training seed (its fine-tuning seeds averaged first), so
-the verdict speaks for the architectures; with one pre-training run per
-variant the unit is the fine-tuning seed and the verdict speaks only for
-those two pre-trained models. `unit_description` says which.
+Two sources of noise sit under every number the demo reports: the
+evaluation set (a bootstrap standard error over the units the metric counts,
+`<metric>_se`, computed by the seqio metrics of
+`rembert_t5x.scoring.standard_errors`) and training (the sample standard
+deviation over seeds; floating-point differences between machines act like
+another seed). Comparisons use Welch's t-test on one number per independent
+training run, its zero-shot average, Holm-corrected over the tasks: at the
+demo's size the seed spread is at least as large as the evaluation-set
+noise and only a test over runs sees it, and the variants' spreads differ,
+hence Welch's unequal-variance form (docs/EXPERIMENTS.md, "How to read the
+numbers"). The unit is the pre-training seed when a variant has several
+(fine-tuning seeds averaged first: the verdict speaks for the
+architectures), else the fine-tuning seed (it speaks for the two pre-trained
+models only); `unit_description` says which.
 """
 
 import collections

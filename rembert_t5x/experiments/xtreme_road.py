@@ -1,32 +1,14 @@
 """The road from the released RemBERT to Table 16, as one function.
 
 `run_road` does what a user of the released model does, command by command
-(README "From the released RemBERT to Table 16"):
-
-  1. a Hugging Face RemBERT directory: the user's (`hf_dir`, e.g. the hub's
-     `google/rembert`), or a tiny "released-like" one built here
-     (`build_released_like_hf`): `transformers.RemBertForMaskedLM` with a
-     tiny config and random weights, `save_pretrained`, and a
-     `sentencepiece.model` trained on real multilingual text
-     (`pieces.train_sentencepiece`) whose special pieces sit where the
-     released vocabulary has them ([CLS]=312, [SEP]=313, ...;
-     `pieces.RELEASED_LAYOUT`);
-  2. `hf-to-t5x` (`checkpoint_io.hf_to_t5x`): a MODEL_DIR carrying the
-     weights, `rembert_config.json` and the vocabulary;
-  3. the Table 15 sweep over an XTREME download folder
-     (`python -m rembert_t5x.experiments.sweep --experiment=table15 --xtreme_dir=...`):
-     fine-tune on English with the paper's batch sizes and learning rates,
-     select each run's checkpoint on English dev, evaluate every language
-     on its family's split;
-  4. the Table-16-style table, ours beside the paper's numbers, and XTREME
-     submission folders (`submission`) of the dev sets (to score with
-     XTREME's `evaluate.py`) and of the test sets (the leaderboard's), from
-     a second sweep call that reuses the first one's kept checkpoints.
-
-Without `xtreme_dir`, a tiny folder in XTREME's exact layouts is written
-(`write_tiny_xtreme`): XQuAD is the real data of `data_dir` (a few
-paragraphs per language); every other file holds real sentences of
-`data_dir` (Tatoeba, XQuAD's English) with SYNTHETIC labels, and the test
+(docs/EXPERIMENTS.md, "From the released RemBERT to Table 16"): a Hugging
+Face RemBERT directory (the user's, or a tiny "released-like" one built here
+by `build_released_like_hf`), `hf-to-t5x`, the Table 15 sweep over an XTREME
+download folder, and the Table-16-style table with XTREME submission folders
+of the dev and test sets (a second sweep call reusing the first one's kept
+checkpoints). Without `xtreme_dir`, a tiny folder in XTREME's exact layouts
+is written (`write_tiny_xtreme`): XQuAD is the real data of `data_dir`;
+every other file holds real sentences with SYNTHETIC labels, and the test
 files are label-less as XTREME's, so such a run exercises every command and
 its scores mean nothing.
 """

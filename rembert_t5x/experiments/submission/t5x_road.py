@@ -69,31 +69,17 @@ def _infer_files(infer_dirs: Sequence[str]
 # `rembert_t5x.t5x_infer` records -> `families.render`'s input
 # --------------------------------------------------------------------------
 
-def _pair_labels(family: families.Family,
-                 records: Sequence[Dict[str, Any]]) -> List[str]:
-  """Our class names -> the labels as XTREME's files spell them."""
-  ids = {name: i for i, name in enumerate(family.label_names)}
-  return [family.labels[ids[r["prediction"]]] for r in records]
-
-
-def _sentence_tags(family: families.Family,
-                   records: Sequence[Dict[str, Any]]) -> List[List[str]]:
-  """Per sentence its tags; a word cut by the length scores "O"."""
-  del family
-  return [["O" if t is None else t for t in r["prediction"]]
-          for r in records]
-
-
-def _answers(family: families.Family,
-             records: Sequence[Dict[str, Any]]) -> Dict[str, str]:
-  """{question id: answer}."""
-  del family
-  return {r["id"]: r["prediction"] for r in records}
-
-
-# Family kind -> records -> `render`'s input.
-_FROM_RECORDS = {"pair": _pair_labels, "tagging": _sentence_tags,
-                 "qa": _answers}
+# Family kind -> (row, `rembert_t5x.t5x_infer` records) -> `render`'s input:
+# pairs, our class names as XTREME's files spell them; tags, per sentence
+# its tags (a word cut by the length scores "O"); QA, {question id: answer}.
+_FROM_RECORDS = {
+    "pair": lambda family, records: [
+        family.labels[family.label_names.index(r["prediction"])]
+        for r in records],
+    "tagging": lambda _, records: [
+        ["O" if t is None else t for t in r["prediction"]] for r in records],
+    "qa": lambda _, records: {r["id"]: r["prediction"] for r in records},
+}
 
 
 def _t5x_predictions(task: str, path: str) -> Any:
