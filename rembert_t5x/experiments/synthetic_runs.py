@@ -140,22 +140,32 @@ def compilation_cache(path: pathlib.Path):
     cc.reset_cache()
 
 
-def check_data(manifest: Mapping[str, Any], manifest_path: str,
-               wanted: Mapping[str, Any]) -> None:
-  """Refuses a work directory whose data were generated otherwise.
+def prepare_data(out: pathlib.Path, settings: RunSettings, prefix: str,
+                 checked: Mapping[str, str],
+                 register: Optional[Mapping[str, Any]] = None, **sizes: Any):
+  """(manifest, task names) of the synthetic data in `out/data`, generated
+  with `settings.data_seed` and `sizes` (`rembert_tasks.synthetic.prepare`)
+  unless there, registered under `prefix` (with `register`'s options).
 
-  `wanted` maps `seed` or a size of `manifest["sizes"]` to the settings'
-  value; the message names the flags as `data_seed=` and the sizes.
+  Raises:
+    errors.UserError: the directory's data were generated otherwise: its
+      seed or a size of `checked` ({size in the manifest: field of
+      `settings`}) differs.
   """
-  made = {k: manifest["seed"] if k == "seed" else manifest["sizes"][k]
-          for k in wanted}
-  if made != dict(wanted):
-    name = lambda k: "data_seed" if k == "seed" else k  # pylint: disable=unnecessary-lambda-assignment
+  manifest = synthetic_tasks.prepare(str(out / "data"),
+                                     seed=settings.data_seed, **sizes)
+  made = {"data_seed": manifest["seed"],
+          **{k: manifest["sizes"][k] for k in checked}}
+  wanted = {"data_seed": settings.data_seed,
+            **{k: getattr(settings, f) for k, f in checked.items()}}
+  if made != wanted:
     raise errors.UserError(
-        f"{manifest_path}: data were generated with "
-        + ", ".join(f"{name(k)}={v}" for k, v in made.items())
+        f"{out / 'data' / 'manifest.json'}: data were generated with "
+        + ", ".join(f"{k}={v}" for k, v in made.items())
         + ", not " + ", ".join(str(v) for v in wanted.values())
         + "; use a new --workdir")
+  return manifest, synthetic_tasks.register_synthetic(
+      manifest, prefix=prefix, **(register or {}))
 
 
 def pretrain(config: network.RemBertConfig, model_dir: str, mixture: str,

@@ -31,6 +31,7 @@ from rembert_t5x.data import xtreme_readers
 from rembert_t5x.experiments import submission
 from rembert_t5x.experiments import sweep
 from rembert_t5x.experiments import xtreme_local
+from rembert_tasks import retrieval
 
 # Every family of the table15 sweep and the local files it reads.
 FAMILY_GRIDS = ("xnli", "pawsx", "panx", "udpos", "squad", "tydiqa")
@@ -49,8 +50,6 @@ SYNTHETIC_NOTE = (
 # --------------------------------------------------------------------------
 
 def _tatoeba_code(lang: str) -> Optional[str]:
-  # Deferred: the task modules import seqio and TensorFlow.
-  from rembert_tasks import retrieval  # pylint: disable=g-import-not-at-top
   return retrieval.TATOEBA_LANGUAGES.get(lang) or _EXTRA_TATOEBA.get(lang)
 
 
