@@ -30,6 +30,7 @@ for tagging, mean-pooled sequences for pairs. align: see `align`.
 
 import dataclasses
 import functools
+import itertools
 import json
 import pathlib
 import time
@@ -171,12 +172,8 @@ def _examples(task: sweep.TaskSpec, task_name: str, split: str, limit: int,
   data = inputs.make_dataset(model, task_name, {"input_tokens": task.length},
                             batch_size=1, split=split, seed=0, pack=False,
                             shuffle=False, num_epochs=1)
-  batches = []
   try:
-    for i, b in enumerate(data):
-      if i >= limit:
-        break
-      batches.append(b)
+    batches = list(itertools.islice(data, limit))
   finally:
     data.close()
   if not batches:
@@ -225,13 +222,6 @@ def _probe_data(task: sweep.TaskSpec, feats: np.ndarray,
   return _mean_pooled(feats, batch), batch["label"]
 
 
-def _pad_rows(x: np.ndarray, rows: int) -> np.ndarray:
-  if x.shape[0] == rows:
-    return x
-  return np.concatenate([x, np.zeros((rows - x.shape[0],) + x.shape[1:],
-                                     x.dtype)])
-
-
 def layer_probe_data(task: sweep.TaskSpec, config: network.RemBertConfig,
                      encoder: Mapping[str, Any],
                      batch: Mapping[str, np.ndarray], chunk_size: int = 32,
@@ -249,7 +239,9 @@ def layer_probe_data(task: sweep.TaskSpec, config: network.RemBertConfig,
   for start in range(0, n, chunk_size):
     rows = {k: v[start:start + chunk_size] for k, v in batch.items()}
     m = rows["input_tokens"].shape[0]
-    padded = {k: _pad_rows(rows[k], chunk_size) for k in ENCODER_FEATURES}
+    padded = {k: np.pad(rows[k], [(0, chunk_size - m)]
+                        + [(0, 0)] * (rows[k].ndim - 1))
+              for k in ENCODER_FEATURES}
     for l, states in enumerate(hidden_states(config, encoder, padded)):
       parts[l].append(_probe_data(task, states[:m], rows, pool))
   return [(np.concatenate([x for x, _ in p]), np.concatenate([y for _, y in p]))

@@ -176,23 +176,15 @@ def _prepare(out: pathlib.Path, settings: DemoSettings):
       eval_examples=settings.eval_examples)
 
 
-def _pretrain_record(out: pathlib.Path, variant: str, p: int) -> pathlib.Path:
-  return out / variant / f"pretrain-{p}" / "demo_mlm.json"
-
-
-def _run_record(out: pathlib.Path, variant: str, family: str, p: int,
-                r: int) -> pathlib.Path:
-  return out / variant / f"{family}-{p}-{r}" / "demo_run.json"
-
-
 def _records(settings: DemoSettings, out: pathlib.Path, variant: str):
   """(pre-training seed, family or None, fine-tuning run, record path) of
   every run of `variant`, in the order they run."""
   for p in range(settings.pretrain_seeds):
-    yield p, None, None, _pretrain_record(out, variant, p)
+    yield p, None, None, out / variant / f"pretrain-{p}" / "demo_mlm.json"
     for family in settings.families():
       for r in range(settings.finetune_seeds):
-        yield p, family, r, _run_record(out, variant, family, p, r)
+        yield (p, family, r,
+               out / variant / f"{family}-{p}-{r}" / "demo_run.json")
 
 
 def _todo(out: pathlib.Path, settings: DemoSettings) -> List[str]:
@@ -203,59 +195,46 @@ def _todo(out: pathlib.Path, settings: DemoSettings) -> List[str]:
 
 def _work(out: pathlib.Path, settings: DemoSettings, variants: List[str],
           prepared, clock: "_Clock", log: Callable[[str], None]) -> None:
-  """Runs `variants` in this process; `prepared` is `_prepare`'s output.
-  One `Evaluations` serves them all (the two variants' models of a task
-  share its evaluation examples)."""
+  """Pre-trains, fine-tunes and evaluates the runs of `variants` that have
+  no record yet, in this process, writing one record per run; `prepared` is
+  `_prepare`'s output. One `Evaluations` serves every variant (their models
+  of a task share its evaluation examples)."""
   manifest, names = prepared
   evaluations = runner_jobs.Evaluations()
   with synthetic_runs.compilation_cache(out / "xla_cache"):
     for variant in variants:
-      _run_variant(out, variant, settings, names, manifest["train_language"],
-                   evaluations, clock, log)
-
-
-def _run_variant(out: pathlib.Path, variant: str, settings: DemoSettings,
-                 names: Dict[str, str], train_lang: str,
-                 evaluations: "runner_jobs.Evaluations", clock: "_Clock",
-                 log: Callable[[str], None]) -> None:
-  """Pre-trains, fine-tunes and evaluates one variant's runs that have no
-  record yet, writing one record per run."""
-  config = variant_config(variant)
-  counts = configs.count_parameters(config)
-  # One model object per task: its jitted predict function is reused by
-  # every seed.
-  task_models = {f: synthetic_runs.finetune_model(f, config)
-                 for f in settings.families()}
-  for p in range(settings.pretrain_seeds):
-    pre_dir = out / variant / f"pretrain-{p}"
-    done = _pretrain_record(out, variant, p)
-    if not done.exists():
-      log(f"{clock()} {variant}: pre-training seed {p}, "
-          f"{settings.pretrain_steps} steps "
-          f"({counts['pretraining_params']:,} parameters)")
-      with clock.stage("pretrain"):
-        pre = synthetic_runs.pretrain(config, str(pre_dir), names["mlm"],
-                                      settings, settings.seed + p)
-      io_utils.atomic_write_json(done, pre)
-    for family in settings.families():
-      length = TASKS[family][1]
-      steps, _ = settings.finetune(family)
-      model, lengths = task_models[family], {"input_tokens": length}
-      for r in range(settings.finetune_seeds):
-        seed = settings.seed + p * settings.finetune_seeds + r
-        done = _run_record(out, variant, family, p, r)
+      config = variant_config(variant)
+      counts = configs.count_parameters(config)
+      # One model object per task: its jitted predict function is reused by
+      # every seed.
+      task_models = {f: synthetic_runs.finetune_model(f, config)
+                     for f in settings.families()}
+      for p, family, r, done in _records(settings, out, variant):
+        pre_dir = out / variant / f"pretrain-{p}"
         if done.exists():
           continue
-        ft_dir = done.parent
-        log(f"{clock()} {variant}: {family} on {train_lang}, pre-training "
-            f"seed {p}, fine-tuning seed {seed}: {steps} steps, evaluation")
+        if family is None:
+          log(f"{clock()} {variant}: pre-training seed {p}, "
+              f"{settings.pretrain_steps} steps "
+              f"({counts['pretraining_params']:,} parameters)")
+          with clock.stage("pretrain"):
+            io_utils.atomic_write_json(done, synthetic_runs.pretrain(
+                config, str(pre_dir), names["mlm"], settings,
+                settings.seed + p))
+          continue
+        length, model = TASKS[family][1], task_models[family]
+        seed = settings.seed + p * settings.finetune_seeds + r
+        log(f"{clock()} {variant}: {family} on {manifest['train_language']}, "
+            f"pre-training seed {p}, fine-tuning seed {seed}: "
+            f"{settings.finetune(family)[0]} steps, evaluation")
         with clock.stage("finetune"):
           synthetic_runs.finetune(
-              model, str(ft_dir), family, f"demo_{family}_train", length,
+              model, str(done.parent), family, f"demo_{family}_train", length,
               settings, seed, str(pre_dir), pack=settings.finetune_pack)
         with clock.stage("evaluate"):
           languages = evaluations.last_checkpoint(
-              str(ft_dir), model, names[family], lengths)
+              str(done.parent), model, names[family],
+              {"input_tokens": length})
         io_utils.atomic_write_json(done, {
             "variant": variant, "family": family, "pretrain_seed": p,
             "finetune_seed": seed, "languages": languages})

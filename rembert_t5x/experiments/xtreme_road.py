@@ -145,12 +145,14 @@ def _words(sentence: str) -> List[str]:
   return words
 
 
-def _pair_rows(sentences: Sequence[str], labels: Sequence[str]) -> str:
+def _pair_rows(sentences: Sequence[str], labels: Sequence[str] = ()) -> str:
+  """Each sentence paired with the next, with a label cycling through
+  `labels`; no labels: XTREME's test files."""
   buf = io.StringIO()
-  writer = csv.writer(buf, delimiter="\t", lineterminator="\n")
-  for i in range(len(sentences)):
-    writer.writerow([sentences[i], sentences[(i + 1) % len(sentences)],
-                     labels[i % len(labels)]])
+  csv.writer(buf, delimiter="\t", lineterminator="\n").writerows(
+      [s, sentences[(i + 1) % len(sentences)],
+       *([labels[i % len(labels)]] if labels else [])]
+      for i, s in enumerate(sentences))
   return buf.getvalue()
 
 
@@ -318,14 +320,8 @@ def _write_test_files(root: pathlib.Path, data_dir: str,
                 f"{data_dir}/xquad/xquad.{lang}.json, answers blanked")
           continue
         sents, origin = _sentences(data_dir, lang, examples, examples * 3)
-        if ev.family in ("xnli", "pawsx"):
-          buf = io.StringIO()
-          csv.writer(buf, delimiter="\t", lineterminator="\n").writerows(
-              zip(sents, sents[1:] + sents[:1]))
-          text = buf.getvalue()
-        else:
-          text = _tag_rows(sents, None)
-        write(rel, text, f"{origin}, no labels")
+        write(rel, _pair_rows(sents) if ev.family in ("xnli", "pawsx")
+              else _tag_rows(sents, None), f"{origin}, no labels")
 
 
 def _write_retrieval(data_dir: str, examples: int,
