@@ -89,9 +89,7 @@ class DemoSettings(synthetic_runs.RunSettings):
       raise errors.UserError(
           f"--tasks {self.tasks!r}: unknown task(s) {unknown}; expected a "
           f"comma-separated subset of {list(TASKS)}")
-    cli.check_at_least_one(self, (
-        "pretrain_seeds", "finetune_seeds", "eval_examples", "pretrain_steps",
-        "finetune_steps", "pair_finetune_steps", "batch_size", "jobs"))
+    super().check("pretrain_seeds", "finetune_seeds")
 
 
 FULL = dict(pretrain_seeds=3)
@@ -381,11 +379,8 @@ def _define_flags(fv: flags.FlagValues) -> None:
 def _settings(fv: flags.FlagValues):
   """(workdir, DemoSettings) of parsed flags; `--full` sets `FULL` unless a
   flag names the field explicitly."""
-  values = dict(FULL) if fv.full else {}
-  values.update({f.name: fv[f.name].value
-                 for f in dataclasses.fields(DemoSettings)
-                 if fv[f.name].value is not None})
-  return fv.workdir, DemoSettings(**values)
+  return fv.workdir, synthetic_runs.settings_from_flags(
+      fv, DemoSettings, **(FULL if fv.full else {}))
 
 
 def parse_args(argv):

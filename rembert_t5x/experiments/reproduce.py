@@ -131,9 +131,7 @@ class Settings(synthetic_runs.RunSettings):
   probes: bool = True
 
   def check(self) -> None:
-    cli.check_at_least_one(self, (
-        "seeds", "pretrain_steps", "finetune_steps", "pair_finetune_steps",
-        "eval_examples", "batch_size", "jobs", "corpus_sentences"))
+    super().check("seeds", "corpus_sentences")
 
 
 def variant_config(name: str) -> network.RemBertConfig:
@@ -523,14 +521,9 @@ def _define_flags(fv: flags.FlagValues) -> None:
   synthetic_runs.define_flags(fv, Settings)
 
 
-def _settings(fv: flags.FlagValues) -> Settings:
-  return Settings(**{f.name: fv[f.name].value
-                     for f in dataclasses.fields(Settings)})
-
-
 def main(argv=None) -> None:
   def run_command(fv):
-    settings = _settings(fv)
+    settings = synthetic_runs.settings_from_flags(fv, Settings)
     if fv.worker is not None:
       runner_jobs.pin_to_core(fv.worker)
       start, out = time.time(), pathlib.Path(fv.workdir)

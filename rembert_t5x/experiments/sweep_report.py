@@ -74,10 +74,8 @@ def aggregate(records: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
     first = next(iter(by_lr.values()))[0]
     summary = {}
     for lr, runs in sorted(by_lr.items()):
-      dev = []
-      for r in runs:
-        sel = r["selection"]
-        dev.append(sel["scores"][str(sel["step"])])
+      dev = [r["selection"]["scores"][str(r["selection"]["step"])]
+             for r in runs]
       summary[lr] = {"dev": mean_std(dev), "seeds": len(runs),
                      "selected_steps": [r["selection"]["step"] for r in runs]}
     best = max(sorted(summary), key=lambda lr: summary[lr]["dev"][0])

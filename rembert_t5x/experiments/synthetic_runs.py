@@ -18,6 +18,7 @@ from absl import flags
 import jax
 from jax.experimental.compilation_cache import compilation_cache as cc
 
+from rembert_t5x.common import cli
 from rembert_t5x.common import errors
 from rembert_t5x.data import synthetic
 from rembert_t5x import models
@@ -64,6 +65,12 @@ class RunSettings:
       return self.pair_finetune_steps, self.pair_finetune_learning_rate
     return self.finetune_steps, self.finetune_learning_rate
 
+  def check(self, *counts: str) -> None:
+    """Refuses a count (these and `counts`) below 1, naming its flag."""
+    cli.check_at_least_one(self, (
+        *counts, "eval_examples", "pretrain_steps", "finetune_steps",
+        "pair_finetune_steps", "batch_size", "jobs"))
+
 
 def define_flags(fv: flags.FlagValues, cls: Type[RunSettings],
                  with_defaults: bool = True) -> None:
@@ -78,6 +85,15 @@ def define_flags(fv: flags.FlagValues, cls: Type[RunSettings],
     _DEFINE_BY_TYPE[type(field.default)](
         field.name, field.default if with_defaults else None,
         f"default {field.default}", flag_values=fv)
+
+
+def settings_from_flags(fv: flags.FlagValues, cls: Type[RunSettings],
+                        **base: Any) -> RunSettings:
+  """`cls` of parsed flags (`define_flags`): `base`, and over it every flag
+  with a value."""
+  return cls(**{**base, **{f.name: fv[f.name].value
+                           for f in dataclasses.fields(cls)
+                           if fv[f.name].value is not None}})
 
 
 def worker_flags(settings: RunSettings) -> List[str]:

@@ -202,21 +202,12 @@ class SweepRun:
 def write_sweep_folders(request: folder.Request, runs: Sequence[SweepRun],
                         table, config, pretrained: str,
                         log: Callable[[str], None] = print) -> List[str]:
-  """One folder per seed: each grid's run at its best learning rate, plus
-  BUCC and Tatoeba from the pre-trained encoder (shared by every seed).
-
-  Args:
-    request: the submission request.
-    runs: every grid point; a finished point without predictions of the
-      split predicts them from its kept checkpoints (`predict_from_kept`).
-    table: the sweep's `aggregate` table (its best learning rates).
-    config: the network config of `pretrained`.
-    pretrained: the pre-trained MODEL_DIR.
-    log: progress lines.
-
-  Returns:
-    The folders written.
-  """
+  """Writes one folder per seed: each grid's run at its best learning rate
+  (from `table`, the sweep's `aggregate`), plus BUCC and Tatoeba from the
+  encoder of the MODEL_DIR `pretrained` (network config `config`), shared by
+  every seed; returns the folders. A point of `runs` finished without
+  predictions of the split predicts them from its kept checkpoints
+  (`predict_from_kept`)."""
   best = {grid: g["best_learning_rate"] for grid, g in table["grids"].items()}
   by_seed: Dict[int, Dict[Tuple[str, str], str]] = {}
   for run in runs:

@@ -130,26 +130,15 @@ def from_t5x(infer_dirs: Sequence[str], xtreme_dir: str, split: str,
              output_dir: str, overwrite: bool = False, *,
              pretrained: Optional[str] = None, work_dir: Optional[str] = None,
              log: Callable[[str], None] = print) -> Dict[str, Any]:
-  """Writes a folder from `t5x.infer` outputs (gin_configs/runs/infer_*.gin).
+  """Writes the folder `output_dir` ("test" or "dev" `split`) from the
+  `t5x.infer` outputs in `infer_dirs` (gin_configs/runs/infer_*.gin) and
+  XTREME's download folder `xtreme_dir`; returns its manifest.
 
   Every family with an output file must have one for each of its languages.
   With `pretrained` (a MODEL_DIR in our layout, e.g. what `hf-to-t5x`
-  wrote), BUCC and Tatoeba come from its encoder, as
-  `retrieval.retrieval_files`.
-
-  Args:
-    infer_dirs: t5x.infer INFER_OUTPUT_DIRs.
-    xtreme_dir: XTREME's download folder.
-    split: "test" or "dev".
-    output_dir: the folder to write.
-    overwrite: replace an existing folder.
-    pretrained: the pre-trained MODEL_DIR for BUCC and Tatoeba, or None.
-    work_dir: the retrieval embedding passes (default: `embeddings/` beside
-      `output_dir`).
-    log: progress lines.
-
-  Returns:
-    The manifest written.
+  wrote), BUCC and Tatoeba come from its encoder
+  (`retrieval.retrieval_files`), embedded in `work_dir` (default:
+  `embeddings/` beside `output_dir`).
   """
   families.check_split(split)
   sources = [("--xtreme_dir", xtreme_dir),
