@@ -5,26 +5,16 @@ r"""A small-scale reproduction of the paper's embedding ablations.
       --pretrain_steps 100 --finetune_steps 20 --eval_examples 20   # smoke
 
 Analogs of the paper's Tables 2, 4 and 6 and of its Figure 1 (dropping the
-last layers), plus per-layer linear probes (`analysis.probe`), with tiny
-models (`VARIANTS`, each pre-trained with `--seeds` seeds) on a 12-language
-synthetic benchmark; what each table stands for, why 12 languages and how
-the verdicts are made: docs/EXPERIMENTS.md ("Reproducing the paper's
-ablations at toy scale").
-
-Every (variant, seed) unit pre-trains with MLM, fine-tunes on pair
-classification, entity tagging and extractive QA in the training language
-(one fine-tuning run per pre-trained model: the pre-training seed is the
-unit of the statistics) and evaluates every language zero-shot; its record
-is `runs/<variant>/seed-<s>/unit.json`, so a stopped run resumes from the
-units it finished. `--jobs N` runs units in N worker processes, each pinned
-to one core where it can be (tiny models use one core better than two).
-A direction is "reproduced" when every comparison is significant (Welch's
-t-test over seeds on the average over tasks, Holm-corrected within the
-table) in the paper's direction, "opposite" when one is significant against
-it, otherwise "not reproduced at this scale (no significant difference)".
-
-Writes `reproduce.json` (every unit, the tables, the tests), `reproduce.md`
-and `reproduce.png`.
+last layers), plus per-layer linear probes (`analysis.probe`), with the tiny
+models of `VARIANTS` on a 12-language synthetic benchmark; what each table
+stands for, why 12 languages and how the verdicts are made:
+docs/EXPERIMENTS.md ("Reproducing the paper's ablations at toy scale").
+A unit is one (variant, pre-training seed): MLM pre-training, one
+fine-tuning per task in the training language, zero-shot evaluation of
+every language; its record `runs/<variant>/seed-<s>/unit.json` lets a
+stopped run resume. `--jobs` workers are pinned to one core each (tiny
+models use one core better than two). Writes `reproduce.json` (every unit,
+the tables, the tests), `reproduce.md` and `reproduce.png`.
 """
 
 import dataclasses

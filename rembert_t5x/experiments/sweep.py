@@ -139,31 +139,21 @@ def _paper_grids(batch: Callable[[str], int], lrs: Mapping[str, tuple],
   MLQA; TyDiQA-GoldP trains on its English training set (XTREME's
   `train_qa.sh`). Selection is on the English dev task.
   """
-  specs = {
-      "xnli": TaskSpec("xnli", "pair", 3, "rembert_xnli_train_en",
-                       "rembert_xnli_en", (_family("xnli", "validation"),),
-                       (), run_file=_runs("finetune_xnli")),
-      "pawsx": TaskSpec("pawsx", "pair", 2, "rembert_pawsx_train_en",
-                        "rembert_pawsx_en", (_family("pawsx", "validation"),),
-                        (), run_file=_runs("finetune_pawsx")),
-      "panx": TaskSpec("panx", "tagging", 7, "rembert_panx_train_en",
-                       "rembert_panx_en", (_family("panx", "validation"),),
-                       (), run_file=_runs("finetune_panx")),
+  def grid(name, kind, classes, evaluations, length=128, run_file=None):
+    return TaskSpec(
+        name, kind, classes, f"rembert_{name}_train_en", f"rembert_{name}_en",
+        tuple(_family(*ev) for ev in evaluations), (), length=length,
+        run_file=_runs(f"finetune_{run_file or name}"))
+
+  specs = {s.name: s for s in (
+      grid("xnli", "pair", 3, [("xnli", "validation")]),
+      grid("pawsx", "pair", 2, [("pawsx", "validation")]),
+      grid("panx", "tagging", 7, [("panx", "validation")]),
       # 18 = len(rembert_tasks.udpos.LABELS) (tests/sweep_test.py checks).
-      "udpos": TaskSpec("udpos", "tagging", 18, "rembert_udpos_train_en",
-                        "rembert_udpos_en",
-                        (_family("udpos", "validation"),), (),
-                        run_file=_runs("finetune_udpos")),
-      "squad": TaskSpec("squad", "qa", None, "rembert_squad_train_en",
-                        "rembert_squad_en",
-                        (_family("xquad", "test"),
-                         _family("mlqa", "validation")), (), length=384,
-                        run_file=_runs("finetune_xquad")),
-      "tydiqa": TaskSpec("tydiqa", "qa", None, "rembert_tydiqa_train_en",
-                         "rembert_tydiqa_en",
-                         (_family("tydiqa", "validation"),), (), length=384,
-                         run_file=_runs("finetune_tydiqa")),
-  }
+      grid("udpos", "tagging", 18, [("udpos", "validation")]),
+      grid("squad", "qa", None, [("xquad", "test"), ("mlqa", "validation")],
+           384, "xquad"),
+      grid("tydiqa", "qa", None, [("tydiqa", "validation")], 384))}
   return {n: dataclasses.replace(specs[n], learning_rates=tuple(lrs[n]),
                                  batch_size=batch(n)) for n in names}
 
@@ -477,17 +467,6 @@ def _learning_rate(text: str) -> Optional[float]:
   return value if 0 < value < math.inf else None
 
 
-def _floats(text: Optional[str]) -> Optional[List[float]]:
-  if text is None:
-    return None
-  return _items("learning_rates", text, _learning_rate,
-                "a positive finite number")
-
-
-def _seeds(text: str) -> List[int]:
-  return _items("seeds", text, int, "an integer")
-
-
 def _define_flags(fv: flags.FlagValues) -> None:
   def string(name, default, text, **kw):
     flags.DEFINE_string(name, default, text, flag_values=fv, **kw)
@@ -590,7 +569,10 @@ def _check_counts(args) -> None:
 
 def _main(args) -> None:
   _check_counts(args)
-  learning_rates, seeds = _floats(args.learning_rates), _seeds(args.seeds)
+  learning_rates = None if args.learning_rates is None else _items(
+      "learning_rates", args.learning_rates, _learning_rate,
+      "a positive finite number")
+  seeds = _items("seeds", args.seeds, int, "an integer")
   paper = _paper(args)
   tasks = experiment_tasks(args.experiment)
   if args.tasks:
