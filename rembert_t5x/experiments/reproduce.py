@@ -296,11 +296,9 @@ def test_direction(direction: Direction,
                    values: Mapping[str, Sequence[float]]) -> Dict[str, Any]:
   """Welch's test of every comparison of `direction` on the per-seed values
   (`values[variant]`), Holm-corrected over the direction's comparisons."""
-  tests = [dict(baseline=a, candidate=b,
-                **uncertainty.welch_test(values[a], values[b]))
-           for a, b in direction.comparisons]
-  for test, p in zip(tests, uncertainty.holm([t["p"] for t in tests])):
-    test["p_holm"] = p
+  tests = [dict(baseline=a, candidate=b, **test) for (a, b), test in zip(
+      direction.comparisons, uncertainty.welch_holm(
+          [(values[a], values[b]) for a, b in direction.comparisons]))]
   return {"claim": direction.claim, "comparisons": tests,
           "verdict": direction_verdict(tests)}
 

@@ -138,6 +138,15 @@ def holm(pvalues: Sequence[Optional[float]]) -> List[Optional[float]]:
   return adjusted
 
 
+def welch_holm(samples: Sequence[tuple]) -> List[Dict[str, Optional[float]]]:
+  """`welch_test` of each (a, b) of `samples`, each with "p_holm", its
+  p-value Holm-adjusted over them all."""
+  tests = [welch_test(a, b) for a, b in samples]
+  for test, p in zip(tests, holm([t["p"] for t in tests])):
+    test["p_holm"] = p
+  return tests
+
+
 def compare(summaries: Mapping[str, Mapping[str, Any]], baseline: str,
             candidate: str, alpha: float = ALPHA) -> Dict[str, Dict[str, Any]]:
   """Per family: candidate − baseline on the zero-shot average, tested.
@@ -152,20 +161,19 @@ def compare(summaries: Mapping[str, Mapping[str, Any]], baseline: str,
     verdict names the higher variant only where the Holm-adjusted p is
     below alpha, else `NO_DIFFERENCE` (or "not tested" with one unit).
   """
-  tests = {f: welch_test(s[baseline]["zero_shot"]["values"],
-                         s[candidate]["zero_shot"]["values"])
-           for f, s in summaries.items()}
-  adjusted = holm([t["p"] for t in tests.values()])
+  tests = welch_holm([(s[baseline]["zero_shot"]["values"],
+                        s[candidate]["zero_shot"]["values"])
+                       for s in summaries.values()])
   out = {}
-  for (family, test), p_holm in zip(tests.items(), adjusted):
-    if p_holm is None:
+  for family, test in zip(summaries, tests):
+    if test["p_holm"] is None:
       verdict = "not tested (one run per variant)"
-    elif p_holm < alpha:
+    elif test["p_holm"] < alpha:
       higher = candidate if test["difference"] > 0 else baseline
       verdict = f"{higher} higher"
     else:
       verdict = NO_DIFFERENCE
-    out[family] = {**test, "p_holm": p_holm, "verdict": verdict}
+    out[family] = {**test, "verdict": verdict}
   return out
 
 

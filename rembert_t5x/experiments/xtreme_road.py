@@ -56,13 +56,10 @@ def _tatoeba_code(lang: str) -> Optional[str]:
 def _tatoeba_file(data_dir: str, lang: str) -> Optional[str]:
   """The Tatoeba file of `lang` under data_dir (English: the German pairs'
   English side), or None."""
-  if lang == "en":
-    path = os.path.join(data_dir, "tatoeba", "tatoeba.deu-eng.eng")
-  else:
-    code = _tatoeba_code(lang)
-    if code is None:
-      return None
-    path = os.path.join(data_dir, "tatoeba", f"tatoeba.{code}-eng.{code}")
+  code = "deu" if lang == "en" else _tatoeba_code(lang)
+  if code is None:
+    return None
+  path = xtreme_readers.tatoeba_files(data_dir, code)[lang == "en"]
   return path if os.path.isfile(path) else None
 
 
