@@ -177,6 +177,15 @@ def register(xtreme_dir: str, specs: Sequence,
   return names
 
 
+def with_english(languages: Optional[Sequence[str]]
+                 ) -> Optional[Tuple[str, ...]]:
+  """`languages` (None: all) with English, which is always evaluated (the
+  grids train and select on it)."""
+  if languages is None or "en" in languages:
+    return None if languages is None else tuple(languages)
+  return ("en", *languages)
+
+
 def prepare(xtreme_dir: str, tasks: Mapping[str, object],
             languages: Optional[Sequence[str]] = None) -> Dict[str, object]:
   """Checks the folder, registers its tasks, returns the grids renamed.
@@ -185,8 +194,7 @@ def prepare(xtreme_dir: str, tasks: Mapping[str, object],
   run); the English training and dev sets are always read.
   """
   xtreme_dir = os.path.abspath(xtreme_dir)
-  if languages is not None and "en" not in languages:
-    languages = ["en", *languages]
+  languages = with_english(languages)
   check_files(xtreme_dir, list(tasks.values()), languages)
   register(xtreme_dir, list(tasks.values()), languages)
   return {n: local_spec(t) for n, t in tasks.items()}

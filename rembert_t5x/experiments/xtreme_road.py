@@ -183,15 +183,6 @@ def _blank_answers(paragraphs: Sequence[Mapping]) -> List[Mapping]:
           for p in paragraphs]
 
 
-def _with_english(languages: Optional[Sequence[str]]
-                  ) -> Optional[List[str]]:
-  # The sweep always evaluates English (`xtreme_local.prepare`), so the
-  # folder needs its files (XQuAD's and MLQA's English ones included).
-  if languages is None or "en" in languages:
-    return None if languages is None else list(languages)
-  return ["en", *languages]
-
-
 def _squad_json(paragraphs: Sequence[Mapping], title: str) -> str:
   return json.dumps({"version": "1.1", "data": [
       {"title": title, "paragraphs": list(paragraphs)}]}, ensure_ascii=False)
@@ -252,7 +243,8 @@ def write_tiny_xtreme(out_dir: str, data_dir: str, grids: Sequence[str],
     path.write_text(text, encoding="utf-8")
     origins[rel] = origin
 
-  languages = _with_english(languages)
+  # The sweep always evaluates English: the folder needs its files.
+  languages = xtreme_local.with_english(languages)
   pair_labels = {"xnli": xtreme_readers.XNLI_LABELS,
                  "pawsx": sorted(xtreme_readers.PAWSX_LABEL_IDS)}
   specs = sweep.EXPERIMENTS["table15"]
