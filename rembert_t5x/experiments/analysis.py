@@ -52,6 +52,7 @@ from rembert_t5x.experiments import sweep_report
 from rembert_t5x import layer_stacking
 from rembert_t5x import network
 from rembert_t5x.runner import checkpoints
+from rembert_t5x.scoring import retrieval_metrics
 
 DEMO_MODEL_GIN = "gin_configs/models/tiny.gin"
 # Task kinds a linear probe reads (one label per word or per pair).
@@ -375,10 +376,8 @@ def retrieval_accuracy(queries: np.ndarray, candidates: np.ndarray,
   if center:
     queries = queries - queries.mean(0)
     candidates = candidates - candidates.mean(0)
-  unit = lambda x: x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True),  # pylint: disable=unnecessary-lambda-assignment
-                                  1e-12)
-  nearest = np.argmax(unit(queries) @ unit(candidates).T, axis=1)
-  return float(100 * np.mean(nearest == np.arange(len(queries))))
+  return 100 * retrieval_metrics.nearest_neighbour_accuracy(queries,
+                                                            candidates)
 
 
 def align(workdir: str, config: network.RemBertConfig, pretrained: str,
