@@ -49,7 +49,7 @@ from rembert_t5x import configs
 from rembert_t5x.experiments import report
 from rembert_t5x.experiments import sweep
 from rembert_t5x.experiments import sweep_report
-from rembert_t5x import layer_stacking
+from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x.runner import checkpoints
 from rembert_t5x.scoring import retrieval_metrics
@@ -66,18 +66,10 @@ def layer_config(config: network.RemBertConfig, num_layers: int
   """`config` cut to its first `num_layers` layers (no pre-training-only ones).
 
   Unscanned: the truncated encoder reads per-layer params
-  (`encoder_params`), whatever the checkpoint's layout.
+  (`models.pretrained_encoder`), whatever the checkpoint's layout.
   """
   return dataclasses.replace(config, num_layers=num_layers, scan_layers=False,
                              num_pretraining_only_layers=0)
-
-
-def encoder_params(pretrained: Mapping[str, Any], num_layers: int
-                   ) -> Dict[str, Any]:
-  """The pre-trained encoder's embeddings, projection and layers < num_layers."""
-  encoder = layer_stacking.unstack_layers(pretrained)["encoder"]
-  return {k: v for k, v in encoder.items()
-          if not (k.startswith("layers_") and int(k[7:]) >= num_layers)}
 
 
 def hidden_states(config: network.RemBertConfig, encoder: Mapping[str, Any],
@@ -86,7 +78,8 @@ def hidden_states(config: network.RemBertConfig, encoder: Mapping[str, Any],
 
   Args:
     config: the pre-trained network's config.
-    encoder: its encoder params (`encoder_params(params, config.num_layers)`).
+    encoder: its encoder params
+      (`models.pretrained_encoder(params, config.num_layers)`).
     batch: model features; `ENCODER_FEATURES` are read.
 
   Returns:
@@ -304,8 +297,8 @@ def _frozen_encoder(mode: str, config: network.RemBertConfig,
   # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
   from rembert_t5x.data import vocabulary  # pylint: disable=g-import-not-at-top
   vocabulary.use_checkpoint_vocabulary(pretrained)  # before the tasks' data
-  encoder = encoder_params(checkpoints.load_params(pretrained),
-                           config.num_layers)
+  encoder = models.pretrained_encoder(checkpoints.load_params(pretrained),
+                                      config.num_layers)
   return encoder, ({lang: f"{task_prefix}{task.name}_{lang}"
                     for lang in languages} if languages is not None
                    else evaluation_tasks(task))
