@@ -270,8 +270,8 @@ def work(out: pathlib.Path, settings: DemoSettings, worker: int) -> None:
   then writes its stage times to `<out>/timing/worker-<i>.json`."""
   clock = _Clock()
   log = lambda m: print(f"[worker {worker}] {m}", flush=True)  # pylint: disable=unnecessary-lambda-assignment
-  variants = synthetic_runs.worker_units(_todo(out, settings), worker,
-                                         settings)
+  variants = synthetic_runs.worker_units(VARIANTS, _todo(out, settings),
+                                         worker, settings)
   _work(out, settings, variants, _prepare(out, settings), clock, log)
   log(f"{clock()} done")
   (out / "timing").mkdir(exist_ok=True)

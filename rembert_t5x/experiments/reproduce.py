@@ -516,7 +516,7 @@ def main(argv=None) -> None:
       runner_jobs.pin_to_core(fv.worker)
       start, out = time.time(), pathlib.Path(fv.workdir)
       work(out, settings, synthetic_runs.worker_units(
-          _todo(out, settings), fv.worker, settings),
+          units(settings), _todo(out, settings), fv.worker, settings),
            log=lambda m: print(f"[worker {fv.worker} {time.time() - start:5.0f}s]"
                                f" {m}", flush=True))
       return None

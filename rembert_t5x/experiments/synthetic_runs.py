@@ -124,11 +124,14 @@ def run_units(module: str, out: pathlib.Path, settings: RunSettings,
   return workers
 
 
-def worker_units(todo: Sequence[Any], worker: int,
-                 settings: RunSettings) -> Sequence[Any]:
-  """Worker `worker`'s share of `todo`: every `settings.jobs`-th unit (the
-  workers compute `todo` from the same records as the parent did)."""
-  return todo[worker::settings.jobs]
+def worker_units(units: Sequence[Any], todo: Sequence[Any], worker: int,
+                 settings: RunSettings) -> List[Any]:
+  """Worker `worker`'s share of `todo`: those of every `settings.jobs`-th
+  of `units` (all of the experiment's). By position in `units`, not in
+  `todo`: a worker that starts after another has finished a unit still
+  takes its own."""
+  return [u for i, u in enumerate(units)
+          if i % settings.jobs == worker and u in todo]
 
 
 @contextlib.contextmanager
