@@ -170,10 +170,7 @@ def sorted_eval_batches(batches: Sequence[dict[str, np.ndarray]],
 
 def make_model(head: str,
                cfg: network.RemBertConfig) -> models.RemBertBaseModel:
-  module = models.make_module(head, cfg, NUM_CLASSES.get(head))
-  return {"pair": models.RemBertPairClassificationModel,
-          "tagging": models.RemBertTaggingModel,
-          "qa": models.RemBertQAModel}[head](module)
+  return models.make_model(head, cfg, NUM_CLASSES.get(head))
 
 
 class OursHead:

@@ -580,6 +580,16 @@ FINETUNING_MODELS = (RemBertPairClassificationModel, RemBertTaggingModel,
                      RemBertQAModel)
 
 
+def pretrained_encoder(pretrained: Mapping[str, Any], num_layers: int
+                       ) -> dict[str, Any]:
+  """The encoder of `RemBertForMaskedLM` params, per layer (unscanned), with
+  its embeddings, projection and layers below `num_layers` only."""
+  # Per-layer names, where "drop layers >= num_layers" is by name.
+  encoder = layer_stacking.unstack_layers(pretrained)["encoder"]
+  return {k: v for k, v in encoder.items()
+          if not (k.startswith("layers_") and int(k[7:]) >= num_layers)}
+
+
 def finetuning_params_from_pretraining(
     pretrained: Mapping[str, Any],
     initial: Mapping[str, Any],
@@ -610,10 +620,7 @@ def finetuning_params_from_pretraining(
   if "encoder" not in pretrained:
     raise ValueError("pre-trained parameters have no 'encoder' subtree; "
                      f"top-level keys are {sorted(pretrained)}")
-  # Work on per-layer names, where "drop layers >= num_layers" is by name.
-  pretrained = layer_stacking.unstack_layers(pretrained)
-  encoder = {k: v for k, v in pretrained["encoder"].items()
-             if not (k.startswith("layers_") and int(k[7:]) >= num_layers)}
+  encoder = pretrained_encoder(pretrained, num_layers)
   if layer_stacking.is_scanned(initial):
     encoder = layer_stacking.stack_layers({"encoder": encoder},
                                           num_layers)["encoder"]
@@ -662,3 +669,13 @@ def make_module(kind: str, config: network.RemBertConfig,
                    "qa or retrieval")
 
 
+def make_model(kind: str, config: network.RemBertConfig,
+               num_classes: Optional[int] = None,
+               **qa_options: Any) -> RemBertBaseModel:
+  """The fine-tuning model of an objective ('pair', 'tagging' or 'qa') over
+  `make_module`'s network; `qa_options` go to `RemBertQAModel`."""
+  module = make_module(kind, config, num_classes)
+  if kind == "qa":
+    return RemBertQAModel(module, **qa_options)
+  return {"pair": RemBertPairClassificationModel,
+          "tagging": RemBertTaggingModel}[kind](module)

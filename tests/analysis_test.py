@@ -12,6 +12,7 @@ from rembert_t5x.convert import checkpoint_io
 from rembert_t5x.experiments import analysis
 from rembert_t5x.experiments import sweep
 from rembert_t5x.experiments import xtreme_road
+from rembert_t5x import models
 from rembert_t5x import network
 from rembert_tasks import synthetic as synthetic_tasks
 from tests import test_utils
@@ -40,7 +41,7 @@ def test_layer_features_are_the_hidden_states_of_the_full_encoder():
   inter = state["intermediates"]
   expected = [inter["embedding_projection"]["__call__"][0]] + [
       inter[f"layers_{i}"]["__call__"][0] for i in range(CONFIG.num_layers)]
-  encoder = analysis.encoder_params(params, CONFIG.num_layers)
+  encoder = models.pretrained_encoder(params, CONFIG.num_layers)
   states = analysis.hidden_states(CONFIG, encoder, batch)
   assert len(states) == len(expected)
   for got, want in zip(states, expected):

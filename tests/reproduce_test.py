@@ -158,5 +158,5 @@ def test_flags_round_trip():
   fv = reproduce.cli.parse_flags(
       ["--workdir=/tmp/x"] + synthetic_runs.worker_flags(settings),
       reproduce._define_flags)  # pylint: disable=protected-access
-  assert reproduce._settings(fv) == settings  # pylint: disable=protected-access
+  assert synthetic_runs.settings_from_flags(fv, reproduce.Settings) == settings
   assert pathlib.Path(fv.workdir) == pathlib.Path("/tmp/x")

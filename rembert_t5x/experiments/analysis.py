@@ -10,42 +10,27 @@ r"""The paper's layer analyses of a pre-trained encoder (Figure 1 and probes).
   # pre-trained encoder aligned across languages?).
   python -m rembert_t5x.experiments.analysis --mode=align --pretrained=/tmp/m \
     --workdir=/tmp/align --task=pair
-  # The same on XTREME's tasks, from a converted checkpoint (`rembert-convert
-  # hf-to-t5x`) over XTREME's download folder:
-  python -m rembert_t5x.experiments.analysis --mode=drop_layers \
-    --pretrained=/tmp/rembert --model_gin=gin_configs/models/paper/rembert.gin \
-    --xtreme_dir=xtreme/download --task=xnli --workdir=/tmp/fig1_xnli \
-    --layers=24,28,30,32
-  python -m rembert_t5x.experiments.analysis --mode=probe \
-    --pretrained=/tmp/rembert --xtreme_dir=xtreme/download --task=panx \
-    --workdir=/tmp/probe_panx
 
 Tasks: a demo task (`pair`, `tag`, `qa`: the synthetic tasks of
 `rembert_tasks.synthetic`, model gin file default tiny.gin), or, with
---xtreme_dir, a grid of the sweep's --experiment (`xnli`, `pawsx`, `panx`,
-`udpos`, `squad`, `tydiqa`; table15 by default: its batch size, learning
-rate and 3 epochs) on the `rembert_local_*` tasks over the folder
-(`xtreme_local`: every file is checked first; --languages keeps some
-evaluation languages). The network config is --model_gin, else the
-`rembert_config.json` that the converter and the local runner write into
-the MODEL_DIR. Each mode writes `<mode>.json`, `<mode>.md` and
-`<mode>.png` to --workdir.
+--xtreme_dir, a grid of the sweep's --experiment (table15 by default) on the
+`rembert_local_*` tasks over XTREME's download folder (`xtreme_local`;
+docs/EXPERIMENTS.md, "The analyses on XTREME's tasks", has the commands).
+The network config is --model_gin, else the `rembert_config.json` in the
+MODEL_DIR. Each mode writes `<mode>.{json,md,png}` to --workdir.
 
-drop_layers keeps the first l layers of the pre-trained encoder
-(`models.finetuning_params_from_pretraining` with num_layers = l), fine-tunes
-on the training language with the grid's protocol (`sweep.run_point`) and
-evaluates every language on the family's split.
-
-probe reads frozen hidden states without touching the network: one pass of
-the encoder captures every layer's output (layer 0: embeddings and the
-E_in -> H projection). Per layer, a linear softmax classifier (Adam, full
-batch) is trained on training-language features and scored on every
-language of the family's split: tokens of words (first sub-tokens) for
-tagging, mean-pooled sequences for pairs.
+drop_layers fine-tunes the first l pre-trained layers with the grid's
+protocol (`sweep.run_point`) and scores every language on the family's
+split. probe trains, per layer, a linear softmax classifier (Adam, full
+batch) on frozen training-language hidden states (one encoder pass captures
+every layer; layer 0: embeddings and the E_in -> H projection) and scores it
+on every language of the family's split: tokens of words (first sub-tokens)
+for tagging, mean-pooled sequences for pairs. align: see `align`.
 """
 
 import dataclasses
 import functools
+import itertools
 import json
 import pathlib
 import time
@@ -61,11 +46,13 @@ from rembert_t5x.common import cli
 from rembert_t5x.common import errors
 from rembert_t5x.common import io_utils
 from rembert_t5x import configs
+from rembert_t5x.experiments import report
 from rembert_t5x.experiments import sweep
 from rembert_t5x.experiments import sweep_report
-from rembert_t5x import layer_stacking
+from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x.runner import checkpoints
+from rembert_t5x.scoring import retrieval_metrics
 
 DEMO_MODEL_GIN = "gin_configs/models/tiny.gin"
 # Task kinds a linear probe reads (one label per word or per pair).
@@ -79,18 +66,10 @@ def layer_config(config: network.RemBertConfig, num_layers: int
   """`config` cut to its first `num_layers` layers (no pre-training-only ones).
 
   Unscanned: the truncated encoder reads per-layer params
-  (`encoder_params`), whatever the checkpoint's layout.
+  (`models.pretrained_encoder`), whatever the checkpoint's layout.
   """
   return dataclasses.replace(config, num_layers=num_layers, scan_layers=False,
                              num_pretraining_only_layers=0)
-
-
-def encoder_params(pretrained: Mapping[str, Any], num_layers: int
-                   ) -> Dict[str, Any]:
-  """The pre-trained encoder's embeddings, projection and layers < num_layers."""
-  encoder = layer_stacking.unstack_layers(pretrained)["encoder"]
-  return {k: v for k, v in encoder.items()
-          if not (k.startswith("layers_") and int(k[7:]) >= num_layers)}
 
 
 def hidden_states(config: network.RemBertConfig, encoder: Mapping[str, Any],
@@ -99,7 +78,8 @@ def hidden_states(config: network.RemBertConfig, encoder: Mapping[str, Any],
 
   Args:
     config: the pre-trained network's config.
-    encoder: its encoder params (`encoder_params(params, config.num_layers)`).
+    encoder: its encoder params
+      (`models.pretrained_encoder(params, config.num_layers)`).
     batch: model features; `ENCODER_FEATURES` are read.
 
   Returns:
@@ -180,18 +160,14 @@ def drop_layers(workdir: str, config: network.RemBertConfig, pretrained: str,
 def _examples(task: sweep.TaskSpec, task_name: str, split: str, limit: int,
               config) -> Dict[str, np.ndarray]:
   """The first `limit` examples of a task's split as model features."""
-  # Deferred: seqio and TensorFlow (seconds); `--help` needs neither.
+  # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
   from rembert_t5x.data import inputs  # pylint: disable=g-import-not-at-top
   model = sweep.make_model(task, config)
   data = inputs.make_dataset(model, task_name, {"input_tokens": task.length},
                             batch_size=1, split=split, seed=0, pack=False,
                             shuffle=False, num_epochs=1)
-  batches = []
   try:
-    for i, b in enumerate(data):
-      if i >= limit:
-        break
-      batches.append(b)
+    batches = list(itertools.islice(data, limit))
   finally:
     data.close()
   if not batches:
@@ -206,7 +182,7 @@ def evaluation_tasks(task: sweep.TaskSpec) -> Dict[str, str]:
   --languages, only those); a language without the split is left out
   (UD-POS dev: kk, th, tl and yo have none).
   """
-  # Deferred: seqio and the runner import TensorFlow (seconds).
+  # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
   import seqio  # pylint: disable=g-import-not-at-top
   from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
   ev = task.evaluations[0]
@@ -240,13 +216,6 @@ def _probe_data(task: sweep.TaskSpec, feats: np.ndarray,
   return _mean_pooled(feats, batch), batch["label"]
 
 
-def _pad_rows(x: np.ndarray, rows: int) -> np.ndarray:
-  if x.shape[0] == rows:
-    return x
-  return np.concatenate([x, np.zeros((rows - x.shape[0],) + x.shape[1:],
-                                     x.dtype)])
-
-
 def layer_probe_data(task: sweep.TaskSpec, config: network.RemBertConfig,
                      encoder: Mapping[str, Any],
                      batch: Mapping[str, np.ndarray], chunk_size: int = 32,
@@ -264,7 +233,9 @@ def layer_probe_data(task: sweep.TaskSpec, config: network.RemBertConfig,
   for start in range(0, n, chunk_size):
     rows = {k: v[start:start + chunk_size] for k, v in batch.items()}
     m = rows["input_tokens"].shape[0]
-    padded = {k: _pad_rows(rows[k], chunk_size) for k in ENCODER_FEATURES}
+    padded = {k: np.pad(rows[k], [(0, chunk_size - m)]
+                        + [(0, 0)] * (rows[k].ndim - 1))
+              for k in ENCODER_FEATURES}
     for l, states in enumerate(hidden_states(config, encoder, padded)):
       parts[l].append(_probe_data(task, states[:m], rows, pool))
   return [(np.concatenate([x for x, _ in p]), np.concatenate([y for _, y in p]))
@@ -316,6 +287,23 @@ def check_probe_kind(task: sweep.TaskSpec, mode: str = "probe") -> None:
                            f"{mode} reads pair and tagging tasks")
 
 
+def _frozen_encoder(mode: str, config: network.RemBertConfig,
+                    pretrained: str, task: sweep.TaskSpec,
+                    languages: Optional[Sequence[str]],
+                    task_prefix: Optional[str]):
+  """(encoder params, {language: task name}) that `mode` (probe or align)
+  reads; see `probe` for `languages` and `task_prefix`."""
+  check_probe_kind(task, mode)
+  # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
+  from rembert_t5x.data import vocabulary  # pylint: disable=g-import-not-at-top
+  vocabulary.use_checkpoint_vocabulary(pretrained)  # before the tasks' data
+  encoder = models.pretrained_encoder(checkpoints.load_params(pretrained),
+                                      config.num_layers)
+  return encoder, ({lang: f"{task_prefix}{task.name}_{lang}"
+                    for lang in languages} if languages is not None
+                   else evaluation_tasks(task))
+
+
 def probe(workdir: str, config: network.RemBertConfig, pretrained: str,
           task: sweep.TaskSpec, languages: Optional[Sequence[str]] = None,
           task_prefix: Optional[str] = None, train_examples: int = 256,
@@ -341,14 +329,8 @@ def probe(workdir: str, config: network.RemBertConfig, pretrained: str,
     scored on the family's split (`task.evaluations[0].split`).
   """
   del workdir
-  check_probe_kind(task)
-  # Deferred: seqio and TensorFlow (seconds).
-  from rembert_t5x.data import vocabulary  # pylint: disable=g-import-not-at-top
-  vocabulary.use_checkpoint_vocabulary(pretrained)  # before the tasks' data
-  encoder = encoder_params(checkpoints.load_params(pretrained),
-                           config.num_layers)
-  tasks = ({lang: f"{task_prefix}{task.name}_{lang}" for lang in languages}
-           if languages is not None else evaluation_tasks(task))
+  encoder, tasks = _frozen_encoder("probe", config, pretrained, task,
+                                   languages, task_prefix)
   split = task.evaluations[0].split
   train_batch = _examples(task, task.train_task, "train", train_examples,
                           config)
@@ -387,10 +369,8 @@ def retrieval_accuracy(queries: np.ndarray, candidates: np.ndarray,
   if center:
     queries = queries - queries.mean(0)
     candidates = candidates - candidates.mean(0)
-  unit = lambda x: x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True),  # pylint: disable=unnecessary-lambda-assignment
-                                  1e-12)
-  nearest = np.argmax(unit(queries) @ unit(candidates).T, axis=1)
-  return float(100 * np.mean(nearest == np.arange(len(queries))))
+  return 100 * retrieval_metrics.nearest_neighbour_accuracy(queries,
+                                                            candidates)
 
 
 def align(workdir: str, config: network.RemBertConfig, pretrained: str,
@@ -414,14 +394,8 @@ def align(workdir: str, config: network.RemBertConfig, pretrained: str,
     retrieval with each language's mean pooled row removed first.
   """
   del workdir
-  check_probe_kind(task, "align")
-  # Deferred: seqio and TensorFlow (seconds).
-  from rembert_t5x.data import vocabulary  # pylint: disable=g-import-not-at-top
-  vocabulary.use_checkpoint_vocabulary(pretrained)  # before the tasks' data
-  encoder = encoder_params(checkpoints.load_params(pretrained),
-                           config.num_layers)
-  tasks = ({lang: f"{task_prefix}{task.name}_{lang}" for lang in languages}
-           if languages is not None else evaluation_tasks(task))
+  encoder, tasks = _frozen_encoder("align", config, pretrained, task,
+                                   languages, task_prefix)
   if task.train_language not in tasks:
     raise errors.UserError(f"align: no {task.train_language} task among "
                            f"{sorted(tasks)}")
@@ -481,8 +455,7 @@ def markdown(result: Mapping[str, Any]) -> str:
             f"{result['train_examples']} {train_lang} examples; layer 0 = "
             "embeddings)")
     key, extra = "layer", ["train acc"]
-  lines = [head, "", f"| {key} | " + " | ".join(names + ["avg"] + extra) + " |",
-           "|" + "---|" * (len(names) + 2 + len(extra))]
+  lines = [head, "", *report.table([key, *names, "avg", *extra])]
   for r in rows:
     cells = [f"{r['scores'][l]:.1f}" for l in langs] + [f"{r['avg']:.1f}"]
     if result["mode"] == "drop_layers":
@@ -492,43 +465,33 @@ def markdown(result: Mapping[str, Any]) -> str:
       cells.append(f"{r['train_accuracy']:.1f}")
     else:
       cells.append(f"{r['centered_avg']:.1f}")
-    lines.append(f"| {r[key]} | " + " | ".join(cells) + " |")
+    lines.append(report.row([r[key], *cells]))
   if result["mode"] == "probe":
     base = result["majority_baseline"]
-    lines.append("| majority | " + " | ".join(
-        [f"{base[l]:.1f}" for l in langs]
-        + [f"{np.mean(list(base.values())):.1f}", ""]) + " |")
+    lines.append(report.row(["majority", *(f"{base[l]:.1f}" for l in langs),
+                             f"{np.mean(list(base.values())):.1f}", ""]))
   return "\n".join(lines) + "\n"
 
 
 def plot(result: Mapping[str, Any], path: pathlib.Path) -> None:
   """Score vs layers, one line per language (train language bold)."""
-  # Deferred: only plots need matplotlib.
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-
   key = "layers" if result["mode"] == "drop_layers" else "layer"
   rows = result["rows"]
   xs = [r[key] for r in rows]
-  fig, ax = plt.subplots(figsize=(5, 3.5))
-  for lang in rows[0]["scores"]:
-    train = lang == result["train_language"]
-    ax.plot(xs, [r["scores"][lang] for r in rows], marker="o",
-            linewidth=2.5 if train else 1,
-            label=f"{lang} (train)" if train else lang)
-  ax.plot(xs, [r["avg"] for r in rows], "k--", label="avg")
-  ax.set_xticks(xs)
-  ax.set_xlabel("kept layers" if key == "layers" else "layer (0 = embeddings)")
-  ax.set_ylabel({"drop_layers": "score", "probe": "probe accuracy",
-                 "align": "retrieval accuracy"}[result["mode"]])
-  ax.set_title(f"{result['mode']}: {result['task']}", fontsize=10)
-  ax.legend(fontsize=7, ncol=1 + len(rows[0]["scores"]) // 12)
-  fig.tight_layout()
-  tmp = path.with_name(f".{path.name}.tmp.png")
-  fig.savefig(tmp, dpi=100)
-  plt.close(fig)
-  tmp.replace(path)
+  with report.figure(path) as (_, (ax,)):
+    for lang in rows[0]["scores"]:
+      train = lang == result["train_language"]
+      ax.plot(xs, [r["scores"][lang] for r in rows], marker="o",
+              linewidth=2.5 if train else 1,
+              label=f"{lang} (train)" if train else lang)
+    ax.plot(xs, [r["avg"] for r in rows], "k--", label="avg")
+    ax.set_xticks(xs)
+    ax.set_xlabel("kept layers" if key == "layers"
+                  else "layer (0 = embeddings)")
+    ax.set_ylabel({"drop_layers": "score", "probe": "probe accuracy",
+                   "align": "retrieval accuracy"}[result["mode"]])
+    ax.set_title(f"{result['mode']}: {result['task']}", fontsize=10)
+    ax.legend(fontsize=7, ncol=1 + len(rows[0]["scores"]) // 12)
 
 
 def write(workdir: str, result: Mapping[str, Any]) -> None:
@@ -546,47 +509,38 @@ def write(workdir: str, result: Mapping[str, Any]) -> None:
 # --------------------------------------------------------------------------
 
 def _define_flags(fv: flags.FlagValues) -> None:
+  string = functools.partial(flags.DEFINE_string, flag_values=fv)
+  integer = functools.partial(flags.DEFINE_integer, flag_values=fv)
   flags.DEFINE_enum("mode", None, ["drop_layers", "probe", "align"],
-                    "the analysis",
-                    flag_values=fv, required=True)
-  flags.DEFINE_string("workdir", None, "output directory", flag_values=fv,
-                      required=True)
-  flags.DEFINE_string("pretrained", None, "pre-training MODEL_DIR, or a "
-                      "converted one (rembert-convert hf-to-t5x)",
-                      flag_values=fv, required=True)
-  flags.DEFINE_string("task", "tag", "a demo task (pair, tag, qa), or with "
-                      "--xtreme_dir a grid of --experiment (xnli, pawsx, "
-                      "panx, udpos, squad, tydiqa; probe: not the QA ones)",
-                      flag_values=fv)
-  flags.DEFINE_string("xtreme_dir", None, "an XTREME download folder: run on "
-                      "the rembert_local_* tasks over its files",
-                      flag_values=fv)
+                    "the analysis", flag_values=fv, required=True)
+  string("workdir", None, "output directory", required=True)
+  string("pretrained", None, "pre-training MODEL_DIR, or a converted one "
+         "(rembert-convert hf-to-t5x)", required=True)
+  string("task", "tag", "a demo task (pair, tag, qa), or with --xtreme_dir a "
+         "grid of --experiment (xnli, pawsx, panx, udpos, squad, tydiqa; "
+         "probe: not the QA ones)")
+  string("xtreme_dir", None, "an XTREME download folder: run on the "
+         "rembert_local_* tasks over its files")
   flags.DEFINE_enum("experiment", "table15", sorted(sweep.EXPERIMENTS),
                     "with --xtreme_dir: whose grid settings (batch size, "
                     "learning rate) fine-tune", flag_values=fv)
-  flags.DEFINE_string("languages", None, "with --xtreme_dir: evaluate only "
-                      "these languages (comma-separated; English is always "
-                      "kept)", flag_values=fv)
-  flags.DEFINE_string("model_gin", None, "model gin file of the pre-trained "
-                      f"model (default: demo tasks {DEMO_MODEL_GIN}; XTREME "
-                      "tasks the rembert_config.json in --pretrained)",
-                      flag_values=fv)
-  flags.DEFINE_string("layers", None, "drop_layers: kept-layer counts, "
-                      "comma-separated (default 1..num_layers)",
-                      flag_values=fv)
+  string("languages", None, "with --xtreme_dir: evaluate only these "
+         "languages (comma-separated; English is always kept)")
+  string("model_gin", None, "model gin file of the pre-trained model "
+         f"(default: demo tasks {DEMO_MODEL_GIN}; XTREME tasks the "
+         "rembert_config.json in --pretrained)")
+  string("layers", None, "drop_layers: kept-layer counts, comma-separated "
+         "(default 1..num_layers)")
   flags.DEFINE_float("learning_rate", None, "drop_layers: fine-tuning "
                      "learning rate (default: the task grid's largest)",
                      flag_values=fv)
-  flags.DEFINE_integer("train_steps", None, "fine-tuning steps (default: "
-                       "the demo task's, or 3 epochs for XTREME tasks)",
-                       flag_values=fv)
-  flags.DEFINE_integer("seed", 0, "fine-tuning seed", flag_values=fv)
-  flags.DEFINE_integer("probe_steps", 300, "probe: training steps",
-                       flag_values=fv)
-  flags.DEFINE_integer("train_examples", 256, "probe: training examples",
-                       flag_values=fv)
-  flags.DEFINE_integer("eval_examples", 128, "probe, align: evaluation "
-                       "examples per language", flag_values=fv)
+  integer("train_steps", None, "fine-tuning steps (default: the demo task's, "
+          "or 3 epochs for XTREME tasks)")
+  integer("seed", 0, "fine-tuning seed")
+  integer("probe_steps", 300, "probe: training steps")
+  integer("train_examples", 256, "probe: training examples")
+  integer("eval_examples", 128, "probe, align: evaluation examples per "
+          "language")
 
 
 def main(argv=None) -> None:
@@ -607,7 +561,7 @@ def _demo_task(args) -> Tuple[sweep.TaskSpec, network.RemBertConfig]:
   task = tasks[args.task]
   if args.mode in ("probe", "align"):
     check_probe_kind(task, args.mode)
-  # Deferred: it imports seqio and TensorFlow (seconds).
+  # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
   from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
   config = configs.config_from_gin(args.model_gin or DEMO_MODEL_GIN)
   return task, dataclasses.replace(config,
@@ -626,17 +580,8 @@ def _xtreme_task(args) -> Tuple[sweep.TaskSpec, network.RemBertConfig]:
     check_probe_kind(task, args.mode)
   if args.train_steps:
     task = dataclasses.replace(task, train_steps=args.train_steps)
-  saved = pathlib.Path(args.pretrained) / configs.CHECKPOINT_CONFIG_FILE
-  if args.model_gin:
-    config = configs.config_from_gin(args.model_gin)
-  elif saved.is_file():
-    config = configs.read_checkpoint_config(saved)
-  else:
-    raise errors.UserError(
-        f"--pretrained={args.pretrained}: no {configs.CHECKPOINT_CONFIG_FILE}"
-        "; pass --model_gin=<the model's gin file> (the released RemBERT: "
-        "gin_configs/models/paper/rembert.gin)")
-  # Deferred: it imports the task modules (seqio, TensorFlow).
+  config, _ = sweep.network_config(args.pretrained, args.model_gin, None)
+  # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
   from rembert_t5x.experiments import xtreme_local  # pylint: disable=g-import-not-at-top
   languages = args.languages.split(",") if args.languages else None
   task = xtreme_local.prepare(args.xtreme_dir, {task.name: task},

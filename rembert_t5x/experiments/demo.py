@@ -3,56 +3,25 @@ r"""The offline demo: coupled vs decoupled embeddings, zero-shot transfer.
   python -m rembert_t5x.experiments.demo --workdir /tmp/demo          # ~10 min on 2 idle cores
   python -m rembert_t5x.experiments.demo --workdir /tmp/demo --full   # 3 pre-training seeds
 
-On one CPU machine, with nothing downloaded:
-  1. generates a synthetic multilingual corpus (languages that share a latent
-     grammar but not their words or scripts, plus shared anchors such as
-     digits and names) and synthetic tasks in the XTREME formats, with
-     `eval_examples` dev examples per language;
-  2. trains a SentencePiece vocabulary on the corpus;
-  3. pre-trains two tiny models with MLM: coupled (tied E_in = E_out = H, the
-     mBERT baseline) and decoupled (E_in < H < E_out, RemBERT's design), each
-     with `pretrain_seeds` seeds;
-  4. fine-tunes every pre-trained model `finetune_seeds` times on pair
-     classification, entity tagging and extractive QA in the training
-     language only (the MLM head, the output embedding, is dropped);
-  5. evaluates every language zero-shot, and reports each number as mean ±
-     std over seeds with the evaluation set's bootstrap standard error, and
-     decoupled − coupled with Welch's t-test over seeds (Holm-corrected over
-     the tasks; why this test: `rembert_t5x.experiments.uncertainty`). A direction
-     is stated only where the test rejects equality at 0.05; otherwise the
-     table says "no significant difference".
-
-Writes `results.json` (every run's per-language metrics, the summaries, the
-tests, timings), `results.md` and `results_<task>.png` (per-language means
-with std error bars and chance levels).
+Pre-trains a tiny coupled (tied E_in = E_out = H, the mBERT baseline) and a
+tiny decoupled (E_in < H < E_out, RemBERT's design) model on a synthetic
+multilingual corpus made here, fine-tunes each on pair classification,
+entity tagging and extractive QA in one language and evaluates every
+language zero-shot; writes `results.json`, `results.md` and
+`results_<task>.png`. What it runs, how to read its numbers (mean ± std over
+seeds, Welch's t-test: `uncertainty`) and what it costs: docs/EXPERIMENTS.md
+("The offline demo").
 
 Seeds: run r of pre-training seed p uses training seed `seed + p` for
 pre-training and `seed + p * finetune_seeds + r` for fine-tuning (weights of
 the new head, data order, dropout); the data are generated once with
-`data_seed`. Runs are not bit-reproducible across machines (floating-point
-differences change the trajectory, like another seed): compare runs within
-their printed error bars.
-
-The two variants run side by side in `--jobs` (default 2) worker processes:
-one tiny model's training does not keep two cores busy. `--jobs 1` runs
-everything in this process, as does a resumed run with one variant left.
-
-The demo resumes: a pre-training or fine-tuning run whose record
-(`demo_mlm.json`, `demo_run.json`) is in the work directory is not rerun, so
-a stopped `--full` run continues where it was.
-
-Every stage is the same code a real run uses: SeqIO tasks, our feature
-converters, the model classes T5X trains, the local runner and SeqIO's
-evaluator. Compiled programs are kept in `<workdir>/xla_cache` (JAX's
-persistent compilation cache, unless JAX_COMPILATION_CACHE_DIR names one),
-so the fine-tuning runs after the first of each (variant, task) skip XLA
-compilation.
+`data_seed`. A pre-training or fine-tuning run whose record (`demo_mlm.json`,
+`demo_run.json`) is in the work directory is not rerun. Compiled programs
+are kept in `<workdir>/xla_cache` (`synthetic_runs.compilation_cache`).
 """
 
 import contextlib
 import dataclasses
-import jax
-from jax.experimental.compilation_cache import compilation_cache as cc
 import json
 import pathlib
 import shutil
@@ -65,11 +34,10 @@ from rembert_t5x.common import cli
 from rembert_t5x.common import errors
 from rembert_t5x.common import io_utils
 from rembert_t5x import configs
-from rembert_t5x.data import synthetic
+from rembert_t5x.experiments import report
 from rembert_t5x.experiments import synthetic_baselines
 from rembert_t5x.experiments import synthetic_runs
 from rembert_t5x.experiments import uncertainty
-from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x.runner import eval as eval_lib
 from rembert_t5x.runner import jobs as runner_jobs
@@ -92,7 +60,6 @@ TASKS = {
     "tag": ("tagging", 32, "f1"),
     "qa": ("qa", 64, "f1"),
 }
-NUM_CLASSES = {"pair": 2, "tag": len(synthetic.TAGS)}
 
 
 @dataclasses.dataclass
@@ -122,9 +89,7 @@ class DemoSettings(synthetic_runs.RunSettings):
       raise errors.UserError(
           f"--tasks {self.tasks!r}: unknown task(s) {unknown}; expected a "
           f"comma-separated subset of {list(TASKS)}")
-    cli.check_at_least_one(self, (
-        "pretrain_seeds", "finetune_seeds", "eval_examples", "pretrain_steps",
-        "finetune_steps", "pair_finetune_steps", "batch_size", "jobs"))
+    super().check("pretrain_seeds", "finetune_seeds")
 
 
 FULL = dict(pretrain_seeds=3)
@@ -150,13 +115,11 @@ class _Clock:
   def stage(self, name: str):
     wall, cpu = time.time(), runner_jobs.cpu_seconds()
     yield
-    total = self.stages.setdefault(name, [0.0, 0.0])
-    total[0] += time.time() - wall
-    total[1] += runner_jobs.cpu_seconds() - cpu
+    self.add({name: [time.time() - wall, runner_jobs.cpu_seconds() - cpu]})
 
   def add(self, stages: Dict[str, List[float]]) -> None:
-    """Adds another clock's stage times (a worker's): stage seconds are
-    then summed over processes."""
+    """Adds stage times (a block's, or a worker's: stage seconds are then
+    summed over processes)."""
     for name, (wall, cpu) in stages.items():
       total = self.stages.setdefault(name, [0.0, 0.0])
       total[0] += wall
@@ -169,39 +132,13 @@ class _Clock:
                        for k, (w, c) in self.stages.items()}}
 
 
-@contextlib.contextmanager
-def compilation_cache(path: pathlib.Path):
-  """JAX's persistent compilation cache in `path` for the block.
-
-  Every fine-tuning run of one (variant, task) compiles the same programs
-  (seeds are inputs, not constants), so all but the first load them. A
-  cache directory already configured (JAX_COMPILATION_CACHE_DIR, the test
-  suite's) is kept; otherwise the previous setting is restored afterwards.
-  """
-  name = "jax_compilation_cache_dir"
-  old = getattr(jax.config, name)
-  if old:
-    yield
-    return
-  # JAX's default threshold (programs that took >= 1 s to compile) keeps
-  # the train and init steps, not the many small eager ops.
-  jax.config.update(name, str(path))
-  cc.reset_cache()
-  try:
-    yield
-  finally:
-    jax.config.update(name, old)
-    cc.reset_cache()
-
-
 def run(workdir: str, settings: DemoSettings = DemoSettings(),
         log: Callable[[str], None] = print) -> Dict[str, Any]:
   """Runs the whole demo under `workdir`; returns the results record.
 
-  The data are made here; the variants with runs left go to
-  min(`settings.jobs`, their number) worker processes (the i-th to worker
-  i mod workers), or run in this process when that is one; the tables are
-  built from the records the runs leave in `workdir`.
+  The data are made here; the variants with runs left are the units of
+  `synthetic_runs.run_units`; the tables are built from the records the
+  runs leave in `workdir`.
   """
   settings.check()
   out = pathlib.Path(workdir)
@@ -212,25 +149,15 @@ def run(workdir: str, settings: DemoSettings = DemoSettings(),
   with clock.stage("data"):
     manifest, names = _prepare(out, settings)
     chance = synthetic_baselines.chance_levels(manifest["dir"], split="dev")
-  todo = _todo(out, settings)
-  # No idle workers: a resumed run with one variant left runs in this process.
-  workers = min(settings.jobs, len(todo))
   timing_dir = out / "timing"
   if timing_dir.exists():
     shutil.rmtree(timing_dir)  # stage times of this call only
-  if todo and workers > 1:
-    log(f"{clock()} {len(todo)} variant(s) to run in {workers} worker "
-        "processes")
-    runner_jobs.run_workers("rembert_t5x.experiments.demo", workers,
-                            [f"--workdir={out}"] + synthetic_runs.worker_flags(settings))
-    for worker_file in sorted(timing_dir.glob("*.json")):
-      clock.add(json.loads(worker_file.read_text())["stages"])
-  elif todo:
-    evaluations = runner_jobs.Evaluations()
-    with compilation_cache(out / "xla_cache"):
-      for variant in todo:
-        _run_variant(out, variant, settings, names,
-                     manifest["train_language"], evaluations, clock, log)
+  workers = synthetic_runs.run_units(
+      "rembert_t5x.experiments.demo", out, settings, _todo(out, settings),
+      lambda todo: _work(out, settings, todo, (manifest, names), clock, log),
+      log)
+  for worker_file in sorted(timing_dir.glob("*.json")):
+    clock.add(json.loads(worker_file.read_text())["stages"])
   results = _collect(out, settings, manifest, chance)
   results.update(analyse(results))
   results["timing"] = clock.totals()
@@ -241,88 +168,71 @@ def run(workdir: str, settings: DemoSettings = DemoSettings(),
 
 
 def _prepare(out: pathlib.Path, settings: DemoSettings):
-  manifest = synthetic_tasks.prepare(str(out / "data"),
-                                     seed=settings.data_seed,
-                                     eval_examples=settings.eval_examples)
-  synthetic_runs.check_data(manifest, out / "data" / "manifest.json", {
-      "seed": settings.data_seed, "eval_examples": settings.eval_examples})
-  return manifest, synthetic_tasks.register_synthetic(
-      manifest, prefix="demo_", qa_max_seq_length=TASKS["qa"][1])
-
-
-def _pretrain_record(out: pathlib.Path, variant: str, p: int) -> pathlib.Path:
-  return out / variant / f"pretrain-{p}" / "demo_mlm.json"
-
-
-def _run_record(out: pathlib.Path, variant: str, family: str, p: int,
-                r: int) -> pathlib.Path:
-  return out / variant / f"{family}-{p}-{r}" / "demo_run.json"
+  return synthetic_runs.prepare_data(
+      out, settings, "demo_", {"eval_examples": "eval_examples"},
+      {"qa_max_seq_length": TASKS["qa"][1]},
+      eval_examples=settings.eval_examples)
 
 
 def _records(settings: DemoSettings, out: pathlib.Path, variant: str):
   """(pre-training seed, family or None, fine-tuning run, record path) of
   every run of `variant`, in the order they run."""
   for p in range(settings.pretrain_seeds):
-    yield p, None, None, _pretrain_record(out, variant, p)
+    yield p, None, None, out / variant / f"pretrain-{p}" / "demo_mlm.json"
     for family in settings.families():
       for r in range(settings.finetune_seeds):
-        yield p, family, r, _run_record(out, variant, family, p, r)
-
-
-def _variant_done(out: pathlib.Path, variant: str,
-                  settings: DemoSettings) -> bool:
-  return all(path.exists() for *_, path in _records(settings, out, variant))
+        yield (p, family, r,
+               out / variant / f"{family}-{p}-{r}" / "demo_run.json")
 
 
 def _todo(out: pathlib.Path, settings: DemoSettings) -> List[str]:
   """The variants with a run left, in `VARIANTS` order."""
-  return [v for v in VARIANTS if not _variant_done(out, v, settings)]
+  return [v for v in VARIANTS if not all(
+      path.exists() for *_, path in _records(settings, out, v))]
 
 
-def _run_variant(out: pathlib.Path, variant: str, settings: DemoSettings,
-                 names: Dict[str, str], train_lang: str,
-                 evaluations: "runner_jobs.Evaluations", clock: "_Clock",
-                 log: Callable[[str], None]) -> None:
-  """Pre-trains, fine-tunes and evaluates one variant's runs that have no
-  record yet, writing one record per run. `evaluations` is shared by the
-  variants of one process (the two variants' models of a task share its
-  evaluation examples)."""
-  config = variant_config(variant)
-  counts = configs.count_parameters(config)
-  # One model object per task: its jitted predict function is reused by
-  # every seed.
-  task_models = {f: finetune_model(TASKS[f][0], config, f)
-                 for f in settings.families()}
-  for p in range(settings.pretrain_seeds):
-    pre_dir = out / variant / f"pretrain-{p}"
-    done = _pretrain_record(out, variant, p)
-    if not done.exists():
-      log(f"{clock()} {variant}: pre-training seed {p}, "
-          f"{settings.pretrain_steps} steps "
-          f"({counts['pretraining_params']:,} parameters)")
-      with clock.stage("pretrain"):
-        pre = synthetic_runs.pretrain(config, str(pre_dir), names["mlm"],
-                                      settings, settings.seed + p)
-      io_utils.atomic_write_json(done, pre)
-    for family in settings.families():
-      length = TASKS[family][1]
-      steps, _ = settings.finetune(family)
-      model, lengths = task_models[family], {"input_tokens": length}
-      for r in range(settings.finetune_seeds):
-        seed = settings.seed + p * settings.finetune_seeds + r
-        done = _run_record(out, variant, family, p, r)
+def _work(out: pathlib.Path, settings: DemoSettings, variants: List[str],
+          prepared, clock: "_Clock", log: Callable[[str], None]) -> None:
+  """Pre-trains, fine-tunes and evaluates the runs of `variants` that have
+  no record yet, in this process, writing one record per run; `prepared` is
+  `_prepare`'s output. One `Evaluations` serves every variant (their models
+  of a task share its evaluation examples)."""
+  manifest, names = prepared
+  evaluations = runner_jobs.Evaluations()
+  with synthetic_runs.compilation_cache(out / "xla_cache"):
+    for variant in variants:
+      config = variant_config(variant)
+      counts = configs.count_parameters(config)
+      # One model object per task: its jitted predict function is reused by
+      # every seed.
+      task_models = {f: synthetic_runs.finetune_model(f, config)
+                     for f in settings.families()}
+      for p, family, r, done in _records(settings, out, variant):
+        pre_dir = out / variant / f"pretrain-{p}"
         if done.exists():
           continue
-        ft_dir = done.parent
-        log(f"{clock()} {variant}: {family} on {train_lang}, pre-training "
-            f"seed {p}, fine-tuning seed {seed}: {steps} steps, evaluation")
+        if family is None:
+          log(f"{clock()} {variant}: pre-training seed {p}, "
+              f"{settings.pretrain_steps} steps "
+              f"({counts['pretraining_params']:,} parameters)")
+          with clock.stage("pretrain"):
+            io_utils.atomic_write_json(done, synthetic_runs.pretrain(
+                config, str(pre_dir), names["mlm"], settings,
+                settings.seed + p))
+          continue
+        length, model = TASKS[family][1], task_models[family]
+        seed = settings.seed + p * settings.finetune_seeds + r
+        log(f"{clock()} {variant}: {family} on {manifest['train_language']}, "
+            f"pre-training seed {p}, fine-tuning seed {seed}: "
+            f"{settings.finetune(family)[0]} steps, evaluation")
         with clock.stage("finetune"):
           synthetic_runs.finetune(
-              model, str(ft_dir), family, f"demo_{family}_train", length,
+              model, str(done.parent), family, f"demo_{family}_train", length,
               settings, seed, str(pre_dir), pack=settings.finetune_pack)
         with clock.stage("evaluate"):
           languages = evaluations.last_checkpoint(
-              str(ft_dir), model, names[family], lengths)
+              str(done.parent), model, names[family],
+              {"input_tokens": length})
         io_utils.atomic_write_json(done, {
             "variant": variant, "family": family, "pretrain_seed": p,
             "finetune_seed": seed, "languages": languages})
@@ -355,37 +265,18 @@ def _collect(out: pathlib.Path, settings: DemoSettings,
   return results
 
 
-def work(out: pathlib.Path, settings: DemoSettings, worker: int,
-         workers: int) -> None:
-  """Worker `worker` of `workers`: runs its variants (every `workers`-th of
-  `VARIANTS`, those with runs left), then writes its stage times to
-  `<out>/timing/worker-<i>.json`. The split is by position in `VARIANTS`,
-  not in the list of those left: a worker that starts after another has
-  finished a variant still takes its own."""
+def work(out: pathlib.Path, settings: DemoSettings, worker: int) -> None:
+  """Worker `worker` of `settings.jobs`: runs its share of the variants,
+  then writes its stage times to `<out>/timing/worker-<i>.json`."""
   clock = _Clock()
   log = lambda m: print(f"[worker {worker}] {m}", flush=True)  # pylint: disable=unnecessary-lambda-assignment
-  todo = _todo(out, settings)
-  manifest, names = _prepare(out, settings)
-  evaluations = runner_jobs.Evaluations()
-  with compilation_cache(out / "xla_cache"):
-    for i, variant in enumerate(VARIANTS):
-      if i % workers == worker and variant in todo:
-        _run_variant(out, variant, settings, names,
-                     manifest["train_language"], evaluations, clock, log)
+  variants = synthetic_runs.worker_units(VARIANTS, _todo(out, settings),
+                                         worker, settings)
+  _work(out, settings, variants, _prepare(out, settings), clock, log)
   log(f"{clock()} done")
   (out / "timing").mkdir(exist_ok=True)
   io_utils.atomic_write_json(out / "timing" / f"worker-{worker}.json",
                              clock.totals())
-
-
-def finetune_model(kind: str, config: network.RemBertConfig, family: str):
-  module = models.make_module(kind, config, NUM_CLASSES.get(family))
-  if kind == "pair":
-    return models.RemBertPairClassificationModel(module)
-  if kind == "tagging":
-    return models.RemBertTaggingModel(module)
-  return models.RemBertQAModel(
-      module, max_answer_length=synthetic_tasks.QA_SETTINGS["max_answer_length"])
 
 
 def analyse(results: Dict[str, Any]) -> Dict[str, Any]:
@@ -429,22 +320,21 @@ def summary_table(results: Dict[str, Any]) -> str:
   for family, metric in metrics.items():
     lines += [f"### {family} ({metric}; fine-tuned on {train_lang} only; "
               "mean ± std over seeds, eval SE in brackets)", "",
-              "| language | " + " | ".join(variants) + " | chance |",
-              "|---|" + "---|" * (len(variants) + 1)]
+              *report.table(["language", *variants, "chance"])]
     for lang in results["languages"]:
       cells = []
       for variant in variants:
-        mean, std = results["summary"][family][variant]["languages"][lang]
         ses = [r["languages"][lang].get(f"{metric}_se")
                for r in results["runs"]
                if r["variant"] == variant and r["family"] == family]
         se = (f" [{sum(ses) / len(ses):.1f}]" if ses and None not in ses
               else "")
-        cells.append(f"{mean:.1f} ± {std:.1f}{se}")
+        cells.append(report.pm(
+            results["summary"][family][variant]["languages"][lang]) + se)
       chance = results["chance"].get(family, {}).get(lang)
-      note = " (train)" if lang == train_lang else ""
-      lines.append(f"| {lang}{note} | " + " | ".join(cells) +
-                   f" | {'' if chance is None else f'{chance:.1f}'} |")
+      lines.append(report.row([
+          lang + (" (train)" if lang == train_lang else ""), *cells,
+          "" if chance is None else f"{chance:.1f}"]))
     lines.append("")
   return "\n".join(lines)
 
@@ -481,23 +371,16 @@ def _write(out: pathlib.Path, results: Dict[str, Any]) -> None:
 
 
 def _define_flags(fv: flags.FlagValues) -> None:
-  flags.DEFINE_string("workdir", None, "output directory", flag_values=fv,
-                      required=True)
   flags.DEFINE_bool("full", False, f"the longer run: {FULL} (explicit flags "
                     "win)", flag_values=fv)
-  flags.DEFINE_integer("worker", None, "internal: run as worker i of --jobs",
-                       flag_values=fv)
   synthetic_runs.define_flags(fv, DemoSettings, with_defaults=False)
 
 
 def _settings(fv: flags.FlagValues):
   """(workdir, DemoSettings) of parsed flags; `--full` sets `FULL` unless a
   flag names the field explicitly."""
-  values = dict(FULL) if fv.full else {}
-  values.update({f.name: fv[f.name].value
-                 for f in dataclasses.fields(DemoSettings)
-                 if fv[f.name].value is not None})
-  return fv.workdir, DemoSettings(**values)
+  return fv.workdir, synthetic_runs.settings_from_flags(
+      fv, DemoSettings, **(FULL if fv.full else {}))
 
 
 def parse_args(argv):
@@ -511,8 +394,7 @@ def main(argv=None) -> None:
     if fv.worker is not None:
       # Not pinned to a core: pinned, a worker's fine-tuning ran ~1.5x
       # slower (its input-pipeline and XLA threads then share one core).
-      work(pathlib.Path(workdir), settings, fv.worker,
-           min(settings.jobs, len(VARIANTS)))
+      work(pathlib.Path(workdir), settings, fv.worker)
       return None
     return run(workdir, settings)
   results = cli.run_main(run_demo, argv, _define_flags, doc=__doc__)

@@ -15,14 +15,11 @@ from typing import Any, List, Mapping, Optional
 import numpy as np
 
 from rembert_t5x.common import errors
+from rembert_t5x.experiments import report
 
 # RemBERT's XTREME numbers from the paper (Table 16), shipped as package data.
 PAPER_RESULTS = pathlib.Path(__file__).parent / "paper_results" / (
     "rembert_xtreme.json")
-
-
-def _pm(pair) -> str:
-  return "" if pair is None else f"{pair[0]:.1f} ± {pair[1]:.1f}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,13 +65,12 @@ def table16_lines(table: Mapping[str, Any],
   if not names:
     return []
   seeds = max(len(f["seed_avgs"]) for f in families.values())
-  head = "| | " + " | ".join(names) + " | avg |"
-  ours = [_pm(families[f]["avg"]) for f in names]
   avg = ("" if table.get("average") is None else
-         _pm((table["average"], table.get("average_std") or 0.0)))
-  lines = [head, "|---" * (len(names) + 2) + "|",
-           f"| ours (mean ± std, {seeds} seed{'s' * (seeds > 1)}) | "
-           + " | ".join(ours) + f" | {avg} |"]
+         report.pm((table["average"], table.get("average_std") or 0.0)))
+  lines = ["| " + report.row([*names, "avg"]),
+           "|---" * (len(names) + 2) + "|",
+           report.row([f"ours (mean ± std, {seeds} seed{'s' * (seeds > 1)})",
+                       *(report.pm(families[f]["avg"]) for f in names), avg])]
   if paper is not None:
     cells = []
     for f in names:
@@ -85,7 +81,7 @@ def table16_lines(table: Mapping[str, Any],
         cells.append(f"{paper.scores[f]:.1f}" if f in paper.scores else "—")
     known = [paper.scores[f] for f in names if f in paper.scores]
     paper_avg = f"{np.mean(known):.1f}" if len(known) == len(names) else "—"
-    lines.append("| paper | " + " | ".join(cells) + f" | {paper_avg} |")
+    lines.append(report.row(["paper", *cells, paper_avg]))
   return lines
 
 

@@ -4,49 +4,17 @@ r"""A small-scale reproduction of the paper's embedding ablations.
   python -m rembert_t5x.experiments.reproduce --workdir /tmp/r --seeds 2 \
       --pretrain_steps 100 --finetune_steps 20 --eval_examples 20   # smoke
 
-Analogs of the paper's Tables 2, 4 and 6 (and of its Figure 1, the
-"drop the last layers" analysis) with tiny models on the synthetic
-multilingual benchmark (`rembert_t5x.data.synthetic`), every model
-pre-trained with `--seeds` seeds (default 3):
-
-  Table 2  coupled (tied E_in = E_out = H) vs decoupled (untied, same sizes);
-           paper: decoupled slightly better on average (+0.4).
-  Table 4  E_in small, E_out small / = H / 4H; paper: the score rises
-           monotonically with E_out.
-  Table 6  E_in small, the saved parameters reinvested in width (larger H)
-           or depth (more layers), against the coupled baseline; paper: both
-           beat the baseline, depth most.
-  Figure 1 the Table 4 models fine-tuned with only their first l layers;
-           paper: with a small E_out the last layers do not matter, with a
-           large one every layer is useful.
-  Probes   per-layer linear probes (entity tags) of the Table 4 models,
-           frozen (`analysis.probe`); the paper's probe (Table 9) is a
-           different one, a learnt mix of all layers on English tasks.
-
-Why many languages: the paper's mechanism is about the embedding matrix
-being a large share of the model (mBERT: 92M of 177M parameters). The
-demo's 4 languages need a ~400-piece vocabulary, 20% of a 64-wide 2-layer
-model: there is almost nothing to reinvest, and the output embedding is a
-small head. `LANGUAGES` (12 languages, a ~1,000-piece vocabulary) puts the
-embeddings at ~39% of the coupled model, the paper's regime at toy size.
-
-Every (variant, seed) unit pre-trains with MLM, fine-tunes on pair
-classification, entity tagging and extractive QA in the training language
-(one fine-tuning run per pre-trained model: the pre-training seed is the
-unit of the statistics) and evaluates every language zero-shot; its record
-is written to `runs/<variant>/seed-<s>/unit.json`, so a stopped run resumes
-from the units it finished. `--jobs N` runs units in N worker processes
-(each pinned to one core where it can be; tiny models use one core
-better than two). Statistics: per task and on the average over tasks,
-mean ± std over pre-training seeds; each of the paper's directions is a
-set of comparisons, tested with Welch's t-test over seeds on the average
-over tasks and Holm-corrected within the table (`uncertainty`). A direction
-is "reproduced" when every comparison is significant in the paper's
-direction, "opposite" when one is significant against it, and otherwise
-"not reproduced at this scale (no significant difference)".
-
-Writes `reproduce.json` (every unit, the tables, the tests), `reproduce.md`
-and `reproduce.png`.
+Analogs of the paper's Tables 2, 4 and 6 and of its Figure 1 (dropping the
+last layers), plus per-layer linear probes (`analysis.probe`), with the tiny
+models of `VARIANTS` on a 12-language synthetic benchmark; what each table
+stands for, why 12 languages and how the verdicts are made:
+docs/EXPERIMENTS.md ("Reproducing the paper's ablations at toy scale").
+A unit is one (variant, pre-training seed): MLM pre-training, one
+fine-tuning per task in the training language, zero-shot evaluation of
+every language; its record `runs/<variant>/seed-<s>/unit.json` lets a
+stopped run resume. `--jobs` workers are pinned to one core each (tiny
+models use one core better than two). Writes `reproduce.json` (every unit,
+the tables, the tests), `reproduce.md` and `reproduce.png`.
 """
 
 import dataclasses
@@ -64,12 +32,12 @@ from rembert_t5x.common import io_utils
 from rembert_t5x import configs
 from rembert_t5x.data import synthetic
 from rembert_t5x.experiments import analysis
+from rembert_t5x.experiments import report
 from rembert_t5x.experiments import sweep
 from rembert_t5x.experiments import synthetic_runs
 from rembert_t5x.experiments import uncertainty
 from rembert_t5x import network
 from rembert_t5x.runner import jobs as runner_jobs
-from rembert_tasks import synthetic as synthetic_tasks
 
 # The base model: the tiny config (H = 64, 2 layers of 4 heads x 16, MLP 256).
 BASE_GIN = "gin_configs/models/tiny.gin"
@@ -153,9 +121,7 @@ class Settings(synthetic_runs.RunSettings):
   probes: bool = True
 
   def check(self) -> None:
-    cli.check_at_least_one(self, (
-        "seeds", "pretrain_steps", "finetune_steps", "pair_finetune_steps",
-        "eval_examples", "batch_size", "jobs", "corpus_sentences"))
+    super().check("seeds", "corpus_sentences")
 
 
 def variant_config(name: str) -> network.RemBertConfig:
@@ -183,16 +149,12 @@ def unit_path(out: pathlib.Path, variant: str, seed: int) -> pathlib.Path:
 
 def prepare(out: pathlib.Path, settings: Settings):
   """(manifest, task names) of the 12-language synthetic benchmark."""
-  wanted = {"seed": settings.data_seed,
-            "eval_examples": settings.eval_examples,
-            "corpus": settings.corpus_sentences}
-  manifest = synthetic_tasks.prepare(
-      str(out / "data"), seed=settings.data_seed, vocab_size=VOCAB_SIZE,
-      num_languages=NUM_LANGUAGES, eval_examples=settings.eval_examples,
+  return synthetic_runs.prepare_data(
+      out, settings, "repro_", {"eval_examples": "eval_examples",
+                                "corpus": "corpus_sentences"},
+      vocab_size=VOCAB_SIZE, num_languages=NUM_LANGUAGES,
+      eval_examples=settings.eval_examples,
       corpus_sentences=settings.corpus_sentences)
-  synthetic_runs.check_data(manifest, out / "data" / "manifest.json", wanted)
-  return manifest, synthetic_tasks.register_synthetic(manifest,
-                                                      prefix="repro_")
 
 
 # --------------------------------------------------------------------------
@@ -207,9 +169,6 @@ def run_unit(out: pathlib.Path, variant: str, p: int, settings: Settings,
   `evaluations` (a `runner.jobs.Evaluations`) is shared by the units of one
   worker, so each task family's evaluation examples are built once.
   """
-  # Deferred: demo imports seqio and TensorFlow (seconds), which only the
-  # units that run need.
-  from rembert_t5x.experiments import demo  # pylint: disable=g-import-not-at-top
   config = variant_config(variant)
   unit_dir = unit_path(out, variant, p).parent
   seed = settings.seed + p
@@ -220,11 +179,10 @@ def run_unit(out: pathlib.Path, variant: str, p: int, settings: Settings,
                                 seed)
 
   def finetune(family: str, layers: int) -> Dict[str, Dict[str, float]]:
-    kind, _, _ = demo.TASKS[family]
     length = LENGTHS[family]
     cfg = config if layers == config.num_layers else analysis.layer_config(
         config, layers)
-    model = demo.finetune_model(kind, cfg, family)
+    model = synthetic_runs.finetune_model(family, cfg)
     ft_dir = unit_dir / (family if layers == config.num_layers
                          else f"{family}-layers{layers}")
     log(f"{variant} seed {p}: {family}, {layers} layers, "
@@ -239,7 +197,7 @@ def run_unit(out: pathlib.Path, variant: str, p: int, settings: Settings,
             "params": configs.count_parameters(config),
             "mlm": mlm,
             "families": {f: finetune(f, config.num_layers)
-                         for f in demo.TASKS}}
+                         for f in synthetic_runs.FAMILIES}}
   if settings.figure1 and variant in FIGURE1_VARIANTS:
     record["figure1"] = {
         str(l): finetune(FIGURE1_FAMILY, l)
@@ -257,49 +215,44 @@ def run_unit(out: pathlib.Path, variant: str, p: int, settings: Settings,
 
 
 # --------------------------------------------------------------------------
-# Workers
+# Units in processes
 # --------------------------------------------------------------------------
 
-def work(out: pathlib.Path, settings: Settings, worker: int, workers: int,
+def work(out: pathlib.Path, settings: Settings, todo: Sequence[tuple],
          log: Callable[[str], None] = print) -> None:
-  """Runs the units `worker` owns (every `workers`-th) that have no record."""
-  # Deferred: seqio and TensorFlow (seconds).
-  from rembert_t5x.experiments import demo  # pylint: disable=g-import-not-at-top
+  """Runs the units of `todo` in this process."""
   manifest, names = prepare(out, settings)
   evaluations = runner_jobs.Evaluations()
-  with demo.compilation_cache(out / "xla_cache"):
-    for i, (variant, p) in enumerate(units(settings)):
-      if i % workers != worker or unit_path(out, variant, p).exists():
-        continue
+  with synthetic_runs.compilation_cache(out / "xla_cache"):
+    for variant, p in todo:
       record = run_unit(out, variant, p, settings, names,
                         manifest["languages"], evaluations, log)
       log(f"{variant} seed {p}: done in {record['seconds']} s")
 
 
+def _todo(out: pathlib.Path, settings: Settings) -> List[tuple]:
+  return [u for u in units(settings) if not unit_path(out, *u).exists()]
+
+
 def run(workdir: str, settings: Settings = Settings(),
         log: Callable[[str], None] = print) -> Dict[str, Any]:
-  """The whole reproduction: units (in `settings.jobs` processes), then the
+  """The whole reproduction: units (`synthetic_runs.run_units`), then the
   tables; returns the results record."""
   settings.check()
   out = pathlib.Path(workdir)
   out.mkdir(parents=True, exist_ok=True)
   start_wall, start_cpu = time.time(), runner_jobs.cpu_seconds()
   prepare(out, settings)  # once, before the workers
-  todo = [u for u in units(settings) if not unit_path(out, *u).exists()]
-  jobs = min(settings.jobs, max(len(todo), 1))
-  log(f"{len(units(settings)) - len(todo)} units done, {len(todo)} to run "
-      f"in {jobs} process(es)")
-  if jobs == 1:
-    work(out, settings, 0, 1, log)
-  elif todo:
-    runner_jobs.run_workers("rembert_t5x.experiments.reproduce", jobs,
-                            [f"--workdir={out}"] + synthetic_runs.worker_flags(settings))
+  todo = _todo(out, settings)
+  workers = synthetic_runs.run_units(
+      "rembert_t5x.experiments.reproduce", out, settings, todo,
+      lambda units_: work(out, settings, units_, log), log)
   records = [json.loads(unit_path(out, *u).read_text())
              for u in units(settings)]
   results = analyse(records, settings)
   results["timing"] = {"seconds": round(time.time() - start_wall, 1),
                        "cpu_seconds": round(runner_jobs.cpu_seconds() - start_cpu, 1),
-                       "jobs": jobs, "units_run": len(todo)}
+                       "jobs": max(workers, 1), "units_run": len(todo)}
   write(out, results)
   log(f"wrote {out / 'reproduce.md'}")
   return results
@@ -309,7 +262,7 @@ def run(workdir: str, settings: Settings = Settings(),
 # Tables and tests
 # --------------------------------------------------------------------------
 
-FAMILIES = {"pair": "accuracy", "tag": "f1", "qa": "f1"}
+FAMILIES = {f: metric for f, (_, metric) in synthetic_runs.FAMILIES.items()}
 REPRODUCED, OPPOSITE = "reproduced", "opposite at this scale"
 NOT_REPRODUCED = "not reproduced at this scale (no significant difference)"
 NOT_TESTED = "not tested (fewer than 2 seeds a side)"
@@ -343,11 +296,9 @@ def test_direction(direction: Direction,
                    values: Mapping[str, Sequence[float]]) -> Dict[str, Any]:
   """Welch's test of every comparison of `direction` on the per-seed values
   (`values[variant]`), Holm-corrected over the direction's comparisons."""
-  tests = [dict(baseline=a, candidate=b,
-                **uncertainty.welch_test(values[a], values[b]))
-           for a, b in direction.comparisons]
-  for test, p in zip(tests, uncertainty.holm([t["p"] for t in tests])):
-    test["p_holm"] = p
+  tests = [dict(baseline=a, candidate=b, **test) for (a, b), test in zip(
+      direction.comparisons, uncertainty.welch_holm(
+          [(values[a], values[b]) for a, b in direction.comparisons]))]
   return {"claim": direction.claim, "comparisons": tests,
           "verdict": direction_verdict(tests)}
 
@@ -423,10 +374,6 @@ def analyse(records: Sequence[Mapping[str, Any]], settings: Settings,
           "tests": tables, "figure1": figure1, "units": list(records)}
 
 
-def _pm(pair) -> str:
-  return f"{pair[0]:.1f} ± {pair[1]:.1f}"
-
-
 def _config_cells(name: str, params: Mapping[str, int]) -> List[str]:
   c = variant_config(name)
   return [f"{c.input_embed_dim}", f"{c.output_embed_dim}"
@@ -443,14 +390,12 @@ def markdown(results: Mapping[str, Any]) -> str:
   for key, table in TABLES.items():
     if key not in results["tests"]:
       continue
-    lines += [f"### {table.title}", "",
-              "| model | E_in | E_out | H | layers | PT params | FT params | "
-              "pair (acc) | tag (F1) | QA (F1) | avg |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for name in table.rows:
-      cells = _config_cells(name, v[name]["params"]) + [
-          _pm(v[name]["mean_std"][k]) for k in list(FAMILIES) + ["avg"]]
-      lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += [f"### {table.title}", ""] + report.table(
+        ("model", "E_in", "E_out", "H", "layers", "PT params", "FT params",
+         "pair (acc)", "tag (F1)", "QA (F1)", "avg"),
+        ([name, *_config_cells(name, v[name]["params"]),
+          *(report.pm(v[name]["mean_std"][k]) for k in [*FAMILIES, "avg"])]
+         for name in table.rows))
     test = results["tests"][key]
     lines += ["", f"Paper: {table.paper}. Direction tested: "
               f"**{test['claim']}** — **{test['verdict']}**.", ""]
@@ -463,18 +408,15 @@ def markdown(results: Mapping[str, Any]) -> str:
     lines.append("")
   if results.get("figure1"):
     f1 = results["figure1"]
+    kept = sorted(v[FIGURE1_VARIANTS[0]]["figure1"], key=int)
     lines += ["### Figure 1 analog: fine-tuning the first l layers only "
-              f"({FIGURE1_FAMILY}, zero-shot F1)", "",
-              "| model | " + " | ".join(
-                  f"{l} layer(s)" for l in sorted(
-                      v[FIGURE1_VARIANTS[0]]["figure1"], key=int))
-              + " | cost of dropping the last layer |",
-              "|---|" + "---|" * (len(v[FIGURE1_VARIANTS[0]]["figure1"]) + 1)]
-    for name in FIGURE1_VARIANTS:
-      curve = v[name]["figure1"]
-      lines.append(f"| {name} | " + " | ".join(
-          _pm(uncertainty.mean_std(curve[l])) for l in sorted(curve, key=int))
-          + f" | {_pm(f1['drop_cost'][name])} |")
+              f"({FIGURE1_FAMILY}, zero-shot F1)", ""] + report.table(
+                  ["model", *(f"{l} layer(s)" for l in kept),
+                   "cost of dropping the last layer"],
+                  ([name, *(report.pm(uncertainty.mean_std(
+                      v[name]["figure1"][l])) for l in kept),
+                    report.pm(f1["drop_cost"][name])]
+                   for name in FIGURE1_VARIANTS))
     t = f1["comparisons"][0]
     p = "n/a" if t["p"] is None else f"{t['p']:.3f}"
     lines += ["", f"Paper: with E_out = 128 the last layers can go, with "
@@ -483,25 +425,21 @@ def markdown(results: Mapping[str, Any]) -> str:
               f"p = {p}) — **{f1['verdict']}**.", ""]
   lines += ["### Convergence check: MLM accuracy (last pre-training steps) "
             f"and scores in the training language ({results['train_language']})",
-            "", "| model | MLM accuracy | pair (acc) | tag (F1) | QA (F1) |",
-            "|---|---|---|---|---|"]
-  for name in VARIANTS:
-    if name in v:
-      lines.append(f"| {name} | {_pm(v[name]['mlm_accuracy'])} | " + " | ".join(
-          _pm(v[name]["train_language"][f]) for f in FAMILIES) + " |")
-  lines.append("")
+            ""] + report.table(
+                ("model", "MLM accuracy", "pair (acc)", "tag (F1)", "QA (F1)"),
+                ([name, report.pm(v[name]["mlm_accuracy"]),
+                  *(report.pm(v[name]["train_language"][f]) for f in FAMILIES)]
+                 for name in VARIANTS if name in v)) + [""]
   probes = {name: v[name]["probe"] for name in FIGURE1_VARIANTS
             if "probe" in v.get(name, {})}
   if probes:
     layers = sorted(next(iter(probes.values())), key=int)
     lines += ["### Linear probes of the frozen pre-trained layers "
-              "(entity tags, token accuracy, zero-shot average)", "",
-              "| model | " + " | ".join(f"layer {l}" for l in layers) + " |",
-              "|---|" + "---|" * len(layers)]
-    for name, curve in probes.items():
-      lines.append(f"| {name} | " + " | ".join(
-          _pm(uncertainty.mean_std(curve[l])) for l in layers) + " |")
-    lines.append("")
+              "(entity tags, token accuracy, zero-shot average)", ""] + (
+                  report.table(["model", *(f"layer {l}" for l in layers)],
+                               ([name, *(report.pm(uncertainty.mean_std(
+                                   curve[l])) for l in layers)]
+                                for name, curve in probes.items()))) + [""]
   seeds = sorted({len(x["seeds"]) for x in v.values()})
   n = "–".join(str(k) for k in (seeds[0], seeds[-1])) if len(seeds) > 1 else (
       str(seeds[0]) if seeds else "0")
@@ -519,43 +457,36 @@ def markdown(results: Mapping[str, Any]) -> str:
 def plot(results: Mapping[str, Any], path: pathlib.Path) -> None:
   """One panel per table (avg per variant, mean ± std, seeds as dots) and
   the Figure 1 analog."""
-  # Deferred: only plots need matplotlib.
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   v = results["variants"]
   keys = [k for k in TABLES if k in results["tests"]]
   panels = len(keys) + bool(results.get("figure1"))
-  fig, axes = plt.subplots(1, panels, figsize=(4.2 * panels, 3.8),
-                           squeeze=False)
-  for ax, key in zip(axes[0], keys):
-    rows = TABLES[key].rows
-    means = [v[r]["mean_std"]["avg"][0] for r in rows]
-    stds = [v[r]["mean_std"]["avg"][1] for r in rows]
-    ax.bar(range(len(rows)), means, yerr=stds, capsize=4, color="#8fb3d9")
-    for i, r in enumerate(rows):
-      ax.plot([i] * len(v[r]["values"]["avg"]), v[r]["values"]["avg"], "k.")
-    ax.set_xticks(range(len(rows)))
-    ax.set_xticklabels(rows, rotation=30, ha="right", fontsize=8)
-    ax.set_ylim(min(means) - 3 * max(stds + [1]), max(means) + 3 * max(stds + [1]))
-    ax.set_title(f"{key}: {results['tests'][key]['verdict'].split(' (')[0]}",
-                 fontsize=9)
-    ax.set_ylabel("zero-shot avg of pair/tag/QA")
-  if results.get("figure1"):
-    ax = axes[0][-1]
-    for name in FIGURE1_VARIANTS:
-      curve = v[name]["figure1"]
-      layers = sorted(curve, key=int)
-      ms = [uncertainty.mean_std(curve[l]) for l in layers]
-      ax.errorbar([int(l) for l in layers], [m for m, _ in ms],
-                  yerr=[s for _, s in ms], marker="o", capsize=3, label=name)
-    ax.set_xlabel("layers kept")
-    ax.set_ylabel(f"{FIGURE1_FAMILY} zero-shot F1")
-    ax.set_title("Figure 1 analog", fontsize=9)
-    ax.legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
+  with report.figure(path, panels, (4.2 * panels, 3.8), dpi=110) as (_, axes):
+    for ax, key in zip(axes, keys):
+      rows = TABLES[key].rows
+      means = [v[r]["mean_std"]["avg"][0] for r in rows]
+      stds = [v[r]["mean_std"]["avg"][1] for r in rows]
+      ax.bar(range(len(rows)), means, yerr=stds, capsize=4, color="#8fb3d9")
+      for i, r in enumerate(rows):
+        ax.plot([i] * len(v[r]["values"]["avg"]), v[r]["values"]["avg"], "k.")
+      ax.set_xticks(range(len(rows)))
+      ax.set_xticklabels(rows, rotation=30, ha="right", fontsize=8)
+      pad = 3 * max(stds + [1])
+      ax.set_ylim(min(means) - pad, max(means) + pad)
+      ax.set_title(f"{key}: {results['tests'][key]['verdict'].split(' (')[0]}",
+                   fontsize=9)
+      ax.set_ylabel("zero-shot avg of pair/tag/QA")
+    if results.get("figure1"):
+      ax = axes[-1]
+      for name in FIGURE1_VARIANTS:
+        curve = v[name]["figure1"]
+        layers = sorted(curve, key=int)
+        ms = [uncertainty.mean_std(curve[l]) for l in layers]
+        ax.errorbar([int(l) for l in layers], [m for m, _ in ms],
+                    yerr=[s for _, s in ms], marker="o", capsize=3, label=name)
+      ax.set_xlabel("layers kept")
+      ax.set_ylabel(f"{FIGURE1_FAMILY} zero-shot F1")
+      ax.set_title("Figure 1 analog", fontsize=9)
+      ax.legend(fontsize=7)
 
 
 def write(out: pathlib.Path, results: Mapping[str, Any]) -> None:
@@ -575,25 +506,17 @@ def write(out: pathlib.Path, results: Mapping[str, Any]) -> None:
 # --------------------------------------------------------------------------
 
 def _define_flags(fv: flags.FlagValues) -> None:
-  flags.DEFINE_string("workdir", None, "output directory", flag_values=fv,
-                      required=True)
-  flags.DEFINE_integer("worker", None, "internal: run as worker i of --jobs",
-                       flag_values=fv)
   synthetic_runs.define_flags(fv, Settings)
-
-
-def _settings(fv: flags.FlagValues) -> Settings:
-  return Settings(**{f.name: fv[f.name].value
-                     for f in dataclasses.fields(Settings)})
 
 
 def main(argv=None) -> None:
   def run_command(fv):
-    settings = _settings(fv)
+    settings = synthetic_runs.settings_from_flags(fv, Settings)
     if fv.worker is not None:
       runner_jobs.pin_to_core(fv.worker)
-      start = time.time()
-      work(pathlib.Path(fv.workdir), settings, fv.worker, settings.jobs,
+      start, out = time.time(), pathlib.Path(fv.workdir)
+      work(out, settings, synthetic_runs.worker_units(
+          units(settings), _todo(out, settings), fv.worker, settings),
            log=lambda m: print(f"[worker {fv.worker} {time.time() - start:5.0f}s]"
                                f" {m}", flush=True))
       return None

@@ -17,6 +17,7 @@ import numpy as np
 from rembert_t5x import protocol
 from rembert_t5x.common import io_utils
 from rembert_t5x.experiments import paper_reference
+from rembert_t5x.experiments import report
 from rembert_t5x.experiments.uncertainty import mean_std
 
 
@@ -31,8 +32,7 @@ def family_scores(record: Mapping[str, Any]) -> Dict[str, Dict[str, float]]:
   Rows come from full task names (`rembert_mlqa_en` and `rembert_squad_en`
   are different families), so no language of one family overwrites another.
   """
-  # Deferred: the runner imports seqio and TensorFlow (seconds), which the
-  # tables and --help do not need.
+  # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
   from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
   out = {}
   for family, ev in record["evaluations"].items():
@@ -74,10 +74,8 @@ def aggregate(records: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
     first = next(iter(by_lr.values()))[0]
     summary = {}
     for lr, runs in sorted(by_lr.items()):
-      dev = []
-      for r in runs:
-        sel = r["selection"]
-        dev.append(sel["scores"][str(sel["step"])])
+      dev = [r["selection"]["scores"][str(r["selection"]["step"])]
+             for r in runs]
       summary[lr] = {"dev": mean_std(dev), "seeds": len(runs),
                      "selected_steps": [r["selection"]["step"] for r in runs]}
     best = max(sorted(summary), key=lambda lr: summary[lr]["dev"][0])
@@ -117,10 +115,6 @@ def aggregate(records: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
   return out
 
 
-def pm(pair) -> str:
-  return "" if pair is None else f"{pair[0]:.1f} ± {pair[1]:.1f}"
-
-
 def markdown(table: Mapping[str, Any], title: str,
              paper: Optional[paper_reference.PaperResults] = None) -> str:
   """sweep.md: the Table-16-style summary, one row per family, then per grid
@@ -146,10 +140,9 @@ def markdown(table: Mapping[str, Any], title: str,
     lines += ["", f"Paper: {paper.source or 'reference numbers'}"
               + (f" Measured on: {paper.split}." if paper.split else "")
               + " QA cells: (EM + F1) / 2 (EM / F1)."]
-  lines += ["",
-            "| family | split | grid | best lr | avg (all langs) | zero-shot avg |"
-            + (" paper |" if paper_col else ""),
-            "|---|---|---|---|---|---|" + ("---|" if paper_col else "")]
+  lines += ["", *report.table(
+      ["family", "split", "grid", "best lr", "avg (all langs)",
+       "zero-shot avg", *(["paper"] if paper_col else [])])]
 
   def ref(key):
     if not paper_col:
@@ -158,15 +151,16 @@ def markdown(table: Mapping[str, Any], title: str,
 
   for name, f in families.items():
     lr = format_lr(grids[f["grid"]]["best_learning_rate"])
-    lines.append(f"| {name} | {f['split']} | {f['grid']} | {lr} | "
-                 f"{pm(f['avg'])} | {pm(f['zero_shot_avg'])} |{ref(name)}")
+    lines.append(report.row([name, f["split"], f["grid"], lr,
+                             report.pm(f["avg"]),
+                             report.pm(f["zero_shot_avg"])]) + ref(name))
   if table.get("average") is not None:
     lines.append(f"| **average over families** | | | | "
                  f"{table['average']:.1f} | |{ref('average')}")
   # Which languages each avg covers: those scored on the family's split. An
   # XTREME family's languages without a score are named (UD-POS dev: kk,
   # th, tl and yo have no dev set; --languages leaves others out).
-  # Deferred: the language lists live in the task modules (seqio).
+  # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
   from rembert_t5x.experiments import xtreme_local  # pylint: disable=g-import-not-at-top
   covered = []
   for name, f in families.items():
@@ -182,54 +176,41 @@ def markdown(table: Mapping[str, Any], title: str,
             + "; ".join(covered) + "."]
   for name, g in grids.items():
     lines += ["", f"## {name}: learning rates (selected on "
-              f"{g['selection_task']}, validation)", "",
-              "| learning rate | English dev | seeds | selected steps |",
-              "|---|---|---|---|"]
-    for lr, v in g["learning_rates"].items():
-      best = " **(best)**" if float(lr) == g["best_learning_rate"] else ""
-      steps = ", ".join(map(str, v["selected_steps"]))
-      lines.append(f"| {lr}{best} | {pm(v['dev'])} | {v['seeds']} | "
-                   f"{steps} |")
+              f"{g['selection_task']}, validation)", "", *report.table(
+                  ("learning rate", "English dev", "seeds", "selected steps"),
+                  ([lr + (" **(best)**" if float(lr) == g["best_learning_rate"]
+                          else ""), report.pm(v["dev"]), v["seeds"],
+                    ", ".join(map(str, v["selected_steps"]))]
+                   for lr, v in g["learning_rates"].items()))]
   for name, f in families.items():
     lines += ["", f"## {name} ({f['split']}, trained on "
-              f"{f['train_language']})", "", "| language | score |",
-              "|---|---|"]
-    for lang, v in f["languages"].items():
-      note = " (train)" if lang == f["train_language"] else ""
-      lines.append(f"| {lang}{note} | {pm(v)} |")
-    lines.append(f"| **avg** | {pm(f['avg'])} |")
+              f"{f['train_language']})", "", *report.table(
+                  ("language", "score"),
+                  ([lang + (" (train)" if lang == f["train_language"] else ""),
+                    report.pm(v)] for lang, v in f["languages"].items())),
+              report.row(["**avg**", report.pm(f["avg"])])]
   return "\n".join(lines) + "\n"
 
 
 def plot(table: Mapping[str, Any], path: pathlib.Path, title: str) -> None:
   """One panel per family: per-language score, error bars = std."""
-  # Deferred: only plots need matplotlib.
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-
   families = table["families"]
-  fig, axes = plt.subplots(1, max(len(families), 1), squeeze=False,
-                           figsize=(max(4, 3.5 * len(families)), 3.5))
-  for ax, (name, f) in zip(axes[0], families.items()):
-    langs = list(f["languages"])
-    means = [f["languages"][l][0] for l in langs]
-    stds = [f["languages"][l][1] for l in langs]
-    colors = ["tab:orange" if l == f["train_language"] else "tab:blue"
-              for l in langs]
-    ax.bar(range(len(langs)), means, yerr=stds, color=colors, capsize=3)
-    ax.axhline(f["avg"][0], color="k", linestyle="--", linewidth=1)
-    ax.set_xticks(range(len(langs)))
-    ax.set_xticklabels(langs, rotation=90 if len(langs) > 12 else 0)
-    lr = format_lr(table["grids"][f["grid"]]["best_learning_rate"])
-    ax.set_title(f"{name} {f['split']} (lr {lr}, avg {f['avg'][0]:.1f})",
-                 fontsize=9)
-  fig.suptitle(title, fontsize=10)
-  fig.tight_layout()
-  tmp = path.with_name(f".{path.name}.tmp.png")
-  fig.savefig(tmp, dpi=100)
-  plt.close(fig)
-  tmp.replace(path)
+  with report.figure(path, max(len(families), 1),
+                     (max(4, 3.5 * len(families)), 3.5)) as (fig, axes):
+    for ax, (name, f) in zip(axes, families.items()):
+      langs = list(f["languages"])
+      means = [f["languages"][l][0] for l in langs]
+      stds = [f["languages"][l][1] for l in langs]
+      colors = ["tab:orange" if l == f["train_language"] else "tab:blue"
+                for l in langs]
+      ax.bar(range(len(langs)), means, yerr=stds, color=colors, capsize=3)
+      ax.axhline(f["avg"][0], color="k", linestyle="--", linewidth=1)
+      ax.set_xticks(range(len(langs)))
+      ax.set_xticklabels(langs, rotation=90 if len(langs) > 12 else 0)
+      lr = format_lr(table["grids"][f["grid"]]["best_learning_rate"])
+      ax.set_title(f"{name} {f['split']} (lr {lr}, avg {f['avg'][0]:.1f})",
+                   fontsize=9)
+    fig.suptitle(title, fontsize=10)
 
 
 def write_outputs(workdir: str, records: Sequence[Mapping[str, Any]],

@@ -45,8 +45,6 @@ def chance_levels(workdir: str, split: str = "dev") -> Dict[str, Dict[str,
            for task in ("pair", "tag", "qa")}
   train = manifest["train_language"]
   levels = {"pair": {}, "tag": {}, "qa": {}}
-  # Imported here: the readers pull in TensorFlow and seqio (seconds), which
-  # generating the data does not need.
 
   def pair_labels(path):
     return [e["label"] for e in xtreme_readers.read_pair_tsv(

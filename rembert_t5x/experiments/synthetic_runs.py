@@ -2,23 +2,35 @@
 
 The offline demo (`demo`) and the toy reproduction (`reproduce`) pre-train
 on the synthetic corpus, fine-tune on its tasks in one language and evaluate
-the others. Their common settings (`RunSettings`, each field a command-line
-flag), the check that a work directory's data match them, and the two
-training calls live here; each experiment keeps its own grid, records and
-tables.
+the others, in units that leave a record on disk (a rerun resumes) and run
+in this process or in worker processes. Their common settings (`RunSettings`,
+each field a command-line flag), the check that a work directory's data
+match them, the runner of units and the training calls live here; each
+experiment keeps its own grid, records and tables.
 """
 
+import contextlib
 import dataclasses
-from typing import Any, Dict, List, Mapping, Optional, Type
+import pathlib
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Type
 
 from absl import flags
+import jax
+from jax.experimental.compilation_cache import compilation_cache as cc
 
+from rembert_t5x.common import cli
 from rembert_t5x.common import errors
+from rembert_t5x.data import synthetic
 from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x.runner import jobs as runner_jobs
 from rembert_t5x.runner import train as runner_train
+from rembert_tasks import synthetic as synthetic_tasks
 
+# Task family: (model objective, main metric).
+FAMILIES = {"pair": ("pair", "accuracy"), "tag": ("tagging", "f1"),
+            "qa": ("qa", "f1")}
+NUM_CLASSES = {"pair": 2, "tag": len(synthetic.TAGS)}
 # MLM-head positions per pre-training row: ceil(15% of 64) plus a margin.
 MAX_PREDICTIONS = 16
 
@@ -53,15 +65,35 @@ class RunSettings:
       return self.pair_finetune_steps, self.pair_finetune_learning_rate
     return self.finetune_steps, self.finetune_learning_rate
 
+  def check(self, *counts: str) -> None:
+    """Refuses a count (these and `counts`) below 1, naming its flag."""
+    cli.check_at_least_one(self, (
+        *counts, "eval_examples", "pretrain_steps", "finetune_steps",
+        "pair_finetune_steps", "batch_size", "jobs"))
+
 
 def define_flags(fv: flags.FlagValues, cls: Type[RunSettings],
                  with_defaults: bool = True) -> None:
-  """A flag per field of `cls`; without defaults (None) when the caller
-  fills unset fields itself (the demo's `--full`)."""
+  """`--workdir`, the internal `--worker` and a flag per field of `cls`;
+  without defaults (None) when the caller fills unset fields itself (the
+  demo's `--full`)."""
+  flags.DEFINE_string("workdir", None, "output directory", flag_values=fv,
+                      required=True)
+  flags.DEFINE_integer("worker", None, "internal: run as worker i of --jobs",
+                       flag_values=fv)
   for field in dataclasses.fields(cls):
     _DEFINE_BY_TYPE[type(field.default)](
         field.name, field.default if with_defaults else None,
         f"default {field.default}", flag_values=fv)
+
+
+def settings_from_flags(fv: flags.FlagValues, cls: Type[RunSettings],
+                        **base: Any) -> RunSettings:
+  """`cls` of parsed flags (`define_flags`): `base`, and over it every flag
+  with a value."""
+  return cls(**{**base, **{f.name: fv[f.name].value
+                           for f in dataclasses.fields(cls)
+                           if fv[f.name].value is not None}})
 
 
 def worker_flags(settings: RunSettings) -> List[str]:
@@ -70,22 +102,89 @@ def worker_flags(settings: RunSettings) -> List[str]:
           for f in dataclasses.fields(settings)]
 
 
-def check_data(manifest: Mapping[str, Any], manifest_path: str,
-               wanted: Mapping[str, Any]) -> None:
-  """Refuses a work directory whose data were generated otherwise.
+def run_units(module: str, out: pathlib.Path, settings: RunSettings,
+              todo: Sequence[Any], work: Callable[[Sequence[Any]], None],
+              log: Callable[[str], None]) -> int:
+  """Runs the units of `todo` (those without a record yet).
 
-  `wanted` maps `seed` or a size of `manifest["sizes"]` to the settings'
-  value; the message names the flags as `data_seed=` and the sizes.
+  One process's worth (`settings.jobs` or `todo` allows one) runs here as
+  `work(todo)`; otherwise min(`settings.jobs`, len(todo)) worker processes
+  run `python -m module --worker=i` with `--jobs` set to their number, and
+  each runs its `worker_units`. Returns the number of workers (0: nothing
+  to run).
   """
-  made = {k: manifest["seed"] if k == "seed" else manifest["sizes"][k]
-          for k in wanted}
-  if made != dict(wanted):
-    name = lambda k: "data_seed" if k == "seed" else k  # pylint: disable=unnecessary-lambda-assignment
+  workers = min(settings.jobs, len(todo))
+  log(f"{len(todo)} unit(s) to run in {max(workers, 1)} process(es)")
+  if workers > 1:
+    settings = dataclasses.replace(settings, jobs=workers)
+    runner_jobs.run_workers(module, workers,
+                            [f"--workdir={out}", *worker_flags(settings)])
+  elif todo:
+    work(todo)
+  return workers
+
+
+def worker_units(units: Sequence[Any], todo: Sequence[Any], worker: int,
+                 settings: RunSettings) -> List[Any]:
+  """Worker `worker`'s share of `todo`: those of every `settings.jobs`-th
+  of `units` (all of the experiment's). By position in `units`, not in
+  `todo`: a worker that starts after another has finished a unit still
+  takes its own."""
+  return [u for i, u in enumerate(units)
+          if i % settings.jobs == worker and u in todo]
+
+
+@contextlib.contextmanager
+def compilation_cache(path: pathlib.Path):
+  """JAX's persistent compilation cache in `path` for the block.
+
+  Every fine-tuning run of one (variant, task) compiles the same programs
+  (seeds are inputs, not constants), so all but the first load them. A
+  cache directory already configured (JAX_COMPILATION_CACHE_DIR, the test
+  suite's) is kept; otherwise the previous setting is restored afterwards.
+  """
+  name = "jax_compilation_cache_dir"
+  old = getattr(jax.config, name)
+  if old:
+    yield
+    return
+  # JAX's default threshold (programs that took >= 1 s to compile) keeps
+  # the train and init steps, not the many small eager ops.
+  jax.config.update(name, str(path))
+  cc.reset_cache()
+  try:
+    yield
+  finally:
+    jax.config.update(name, old)
+    cc.reset_cache()
+
+
+def prepare_data(out: pathlib.Path, settings: RunSettings, prefix: str,
+                 checked: Mapping[str, str],
+                 register: Optional[Mapping[str, Any]] = None, **sizes: Any):
+  """(manifest, task names) of the synthetic data in `out/data`, generated
+  with `settings.data_seed` and `sizes` (`rembert_tasks.synthetic.prepare`)
+  unless there, registered under `prefix` (with `register`'s options).
+
+  Raises:
+    errors.UserError: the directory's data were generated otherwise: its
+      seed or a size of `checked` ({size in the manifest: field of
+      `settings`}) differs.
+  """
+  manifest = synthetic_tasks.prepare(str(out / "data"),
+                                     seed=settings.data_seed, **sizes)
+  made = {"data_seed": manifest["seed"],
+          **{k: manifest["sizes"][k] for k in checked}}
+  wanted = {"data_seed": settings.data_seed,
+            **{k: getattr(settings, f) for k, f in checked.items()}}
+  if made != wanted:
     raise errors.UserError(
-        f"{manifest_path}: data were generated with "
-        + ", ".join(f"{name(k)}={v}" for k, v in made.items())
+        f"{out / 'data' / 'manifest.json'}: data were generated with "
+        + ", ".join(f"{k}={v}" for k, v in made.items())
         + ", not " + ", ".join(str(v) for v in wanted.values())
         + "; use a new --workdir")
+  return manifest, synthetic_tasks.register_synthetic(
+      manifest, prefix=prefix, **(register or {}))
 
 
 def pretrain(config: network.RemBertConfig, model_dir: str, mixture: str,
@@ -101,6 +200,13 @@ def pretrain(config: network.RemBertConfig, model_dir: str, mixture: str,
           batch_size=settings.batch_size,
           learning_rate=settings.pretrain_learning_rate, seed=seed,
           pack=True))
+
+
+def finetune_model(family: str, config: network.RemBertConfig):
+  """The model class of a synthetic task family over `config`."""
+  return models.make_model(
+      FAMILIES[family][0], config, NUM_CLASSES.get(family),
+      max_answer_length=synthetic_tasks.QA_SETTINGS["max_answer_length"])
 
 
 def finetune(model, model_dir: str, family: str, task: str, length: int,

@@ -1,38 +1,19 @@
 """Error bars and significance for comparisons over seeds.
 
-Two sources of noise sit under every number the demo reports, and this
-module measures each one separately:
-
-* **The evaluation set.** A score on n dev examples is itself an estimate.
-  Its standard error comes from a bootstrap over evaluation units
-  (examples for pair classification, sentences for tagging, questions for
-  QA: the units the metric counts), computed inside the seqio metric
-  functions of `rembert_t5x.scoring.standard_errors` so every reported score
-  carries `<metric>_se`.
-* **Training.** Two runs that differ only in their random seeds (weight
-  initialisation, data order, masking) end at different scores; floating
-  point differences between machines act like another seed. The spread is
-  the sample standard deviation over seeds.
-
-Comparison (decoupled vs coupled) uses **Welch's t-test** on one number per
-independent training run: the zero-shot average of that run. Why this test:
-
-* the seed-to-seed spread is at least as large as the evaluation-set noise
-  at the demo's size (up to ~9 points on one language against a ~1 point
-  standard error; docs/DEMO_RESULTS.md), and only a test over runs sees it.
-  A paired bootstrap over examples would treat one trained model as the
-  truth and call trajectory noise "real";
-* the two variants have different spreads (the coupled model's is often
-  larger), hence Welch's unequal-variance form rather than Student's;
-* with 3 runs per side the test is weak, which is the honest answer: a
-  direction is claimed only for differences well outside the spread.
-
-The three tasks are three tests; their p-values are Holm-corrected
-(family-wise error 0.05). When each variant has several pre-training seeds,
-the unit is the pre-training seed (its fine-tuning seeds averaged first), so
-the verdict speaks for the architectures; with one pre-training run per
-variant the unit is the fine-tuning seed and the verdict speaks only for
-those two pre-trained models. `unit_description` says which.
+Two sources of noise sit under every number the demo reports: the
+evaluation set (a bootstrap standard error over the units the metric counts,
+`<metric>_se`, computed by the seqio metrics of
+`rembert_t5x.scoring.standard_errors`) and training (the sample standard
+deviation over seeds; floating-point differences between machines act like
+another seed). Comparisons use Welch's t-test on one number per independent
+training run, its zero-shot average, Holm-corrected over the tasks: at the
+demo's size the seed spread is at least as large as the evaluation-set
+noise and only a test over runs sees it, and the variants' spreads differ,
+hence Welch's unequal-variance form (docs/EXPERIMENTS.md, "How to read the
+numbers"). The unit is the pre-training seed when a variant has several
+(fine-tuning seeds averaged first: the verdict speaks for the
+architectures), else the fine-tuning seed (it speaks for the two pre-trained
+models only); `unit_description` says which.
 """
 
 import collections
@@ -40,6 +21,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 from scipy import stats as scipy_stats
+
+from rembert_t5x.experiments import report
 
 
 ALPHA = 0.05
@@ -155,6 +138,15 @@ def holm(pvalues: Sequence[Optional[float]]) -> List[Optional[float]]:
   return adjusted
 
 
+def welch_holm(samples: Sequence[tuple]) -> List[Dict[str, Optional[float]]]:
+  """`welch_test` of each (a, b) of `samples`, each with "p_holm", its
+  p-value Holm-adjusted over them all."""
+  tests = [welch_test(a, b) for a, b in samples]
+  for test, p in zip(tests, holm([t["p"] for t in tests])):
+    test["p_holm"] = p
+  return tests
+
+
 def compare(summaries: Mapping[str, Mapping[str, Any]], baseline: str,
             candidate: str, alpha: float = ALPHA) -> Dict[str, Dict[str, Any]]:
   """Per family: candidate − baseline on the zero-shot average, tested.
@@ -169,30 +161,25 @@ def compare(summaries: Mapping[str, Mapping[str, Any]], baseline: str,
     verdict names the higher variant only where the Holm-adjusted p is
     below alpha, else `NO_DIFFERENCE` (or "not tested" with one unit).
   """
-  tests = {f: welch_test(s[baseline]["zero_shot"]["values"],
-                         s[candidate]["zero_shot"]["values"])
-           for f, s in summaries.items()}
-  adjusted = holm([t["p"] for t in tests.values()])
+  tests = welch_holm([(s[baseline]["zero_shot"]["values"],
+                        s[candidate]["zero_shot"]["values"])
+                       for s in summaries.values()])
   out = {}
-  for (family, test), p_holm in zip(tests.items(), adjusted):
-    if p_holm is None:
+  for family, test in zip(summaries, tests):
+    if test["p_holm"] is None:
       verdict = "not tested (one run per variant)"
-    elif p_holm < alpha:
+    elif test["p_holm"] < alpha:
       higher = candidate if test["difference"] > 0 else baseline
       verdict = f"{higher} higher"
     else:
       verdict = NO_DIFFERENCE
-    out[family] = {**test, "p_holm": p_holm, "verdict": verdict}
+    out[family] = {**test, "verdict": verdict}
   return out
 
 
 # --------------------------------------------------------------------------
 # Tables
 # --------------------------------------------------------------------------
-
-def _pm(mean: float, std: float) -> str:
-  return f"{mean:.1f} ± {std:.1f}"
-
 
 def _signed(x: Optional[float]) -> str:
   return "" if x is None else f"{x:+.1f}"
@@ -215,9 +202,9 @@ def comparison_table(summaries: Mapping[str, Mapping[str, Any]],
   zero-shot average (upper bound, both variants), chance, the difference
   with its 95% Welch interval, the Holm-adjusted p-value and the verdict.
   """
-  lines = [f"| task (metric) | {baseline} | {candidate} | eval SE | chance | "
-           f"{candidate} − {baseline} [95% CI] | p (Welch, Holm) | verdict |",
-           "|---|---|---|---|---|---|---|---|"]
+  lines = report.table(["task (metric)", baseline, candidate, "eval SE",
+                        "chance", f"{candidate} − {baseline} [95% CI]",
+                        "p (Welch, Holm)", "verdict"])
   for family, by_variant in summaries.items():
     base = by_variant[baseline]["zero_shot"]
     cand = by_variant[candidate]["zero_shot"]
@@ -227,12 +214,11 @@ def comparison_table(summaries: Mapping[str, Mapping[str, Any]],
     interval = (f" [{_signed(c['low'])}, {_signed(c['high'])}]"
                 if c["low"] is not None else "")
     level = f"{chance[family]:.1f}" if chance and family in chance else ""
-    lines.append(
-        f"| {family} ({metrics_by_family[family]}) | "
-        f"{_pm(base['mean'], base['std'])} (n={base['n']}) | "
-        f"{_pm(cand['mean'], cand['std'])} (n={cand['n']}) | {se} | {level} | "
-        f"{_signed(c['difference'])}{interval} | {_p(c['p_holm'])} | "
-        f"{c['verdict']} |")
+    lines.append(report.row([
+        f"{family} ({metrics_by_family[family]})",
+        *(f"{report.pm((s['mean'], s['std']))} (n={s['n']})"
+          for s in (base, cand)), se, level,
+        _signed(c["difference"]) + interval, _p(c["p_holm"]), c["verdict"]]))
   return "\n".join(lines)
 
 

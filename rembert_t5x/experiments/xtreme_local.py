@@ -1,23 +1,14 @@
 """The sweep's grids over a local XTREME download folder (`--xtreme_dir`).
 
-The paper's grids (`sweep.EXPERIMENTS`) name the TFDS-backed tasks
-(`rembert_<family>...`), which need TFDS downloads. XTREME's own download
-(google-research/xtreme `scripts/download_data.sh`) is a folder of plain
-files; the task modules register tasks over it under the prefix
+The paper's grids (`sweep.EXPERIMENTS`) name the TFDS-backed tasks; XTREME's
+own download (google-research/xtreme `scripts/download_data.sh`) is a folder
+of plain files, over which the task modules register tasks under the prefix
 "rembert_local_" (`register_*_local`, file layouts in their docstrings).
-This module
-
-  - checks, before anything runs, that the folder holds every file a grid
-    reads (its English training set, the English dev set it selects on, and
-    each evaluated language's file of the reported split), and names the
-    first missing one;
-  - registers the local tasks of the grids' families over the folder;
-  - renames a grid's tasks to their local names (train task, English
-    selection task, zero-shot mixtures).
-
-The T5X run files find the same tasks when $REMBERT_XTREME_DIR names the
-folder (the task modules register them on import); `sweep.t5x_commands`
-exports it.
+`prepare` checks, before anything runs, that the folder holds every file a
+grid reads (naming the first missing one), registers the local tasks of the
+grids' families and renames the grids' tasks to their local names. The T5X
+run files find the same tasks when $REMBERT_XTREME_DIR names the folder
+(`sweep.t5x_commands` exports it).
 """
 
 import dataclasses
@@ -61,32 +52,22 @@ def local_spec(spec, prefix: str = LOCAL_PREFIX):
 # Which files a grid reads
 # --------------------------------------------------------------------------
 
-def _modules():
-  return {"xnli": xnli, "pawsx": pawsx, "panx": panx, "udpos": udpos,
-          "qa": qa}
-
-
 def family_languages(family: str) -> Sequence[str]:
   """The languages a family evaluates (its task module's list)."""
-  m = _modules()
-  return {"xnli": m["xnli"].XNLI_LANGUAGES, "pawsx": m["pawsx"].PAWSX_LANGUAGES,
-          "panx": m["panx"].PANX_LANGUAGES, "udpos": m["udpos"].UDPOS_LANGUAGES,
-          "xquad": m["qa"].XQUAD_LANGUAGES, "mlqa": m["qa"].MLQA_LANGUAGES,
-          "tydiqa": m["qa"].TYDIQA_LANGUAGES}[family]
+  return {"xnli": xnli.XNLI_LANGUAGES, "pawsx": pawsx.PAWSX_LANGUAGES,
+          "panx": panx.PANX_LANGUAGES, "udpos": udpos.UDPOS_LANGUAGES,
+          "xquad": qa.XQUAD_LANGUAGES, "mlqa": qa.MLQA_LANGUAGES,
+          "tydiqa": qa.TYDIQA_LANGUAGES}[family]
 
 
 def _has_split(family: str, lang: str, split: str) -> bool:
   """UD-POS: some languages have no dev set (kk, th, tl, yo: test only)."""
-  if family != "udpos":
-    return True
-  udpos = _modules()["udpos"]
-  return split in udpos.local_eval_splits(lang)
+  return family != "udpos" or split in udpos.local_eval_splits(lang)
 
 
 def _qa_file(key: str, lang: str = "en") -> Tuple[str, ...]:
   """Candidate paths (relative) of a QA file; the first is the current
   layout, the next an older one XTREME wrote (TyDi)."""
-  qa = _modules()["qa"]
   return tuple(table[key].format(lang=lang)
                for table in (qa.LOCAL_FILES, qa.LOCAL_FILES_OLD)
                if key in table)
@@ -169,15 +150,10 @@ def register(xtreme_dir: str, specs: Sequence,
   Returns:
     The registered task names.
   """
-  m = _modules()
   registrars: Dict[str, Callable[[str], List[str]]] = {
-      "xnli": m["xnli"].register_xnli_local,
-      "pawsx": m["pawsx"].register_pawsx_local,
-      "panx": m["panx"].register_panx_local,
-      "udpos": m["udpos"].register_udpos_local,
-      "squad": m["qa"].register_qa_local,
-      "tydiqa": m["qa"].register_qa_local,
-  }
+      "xnli": xnli.register_xnli_local, "pawsx": pawsx.register_pawsx_local,
+      "panx": panx.register_panx_local, "udpos": udpos.register_udpos_local,
+      "squad": qa.register_qa_local, "tydiqa": qa.register_qa_local}
   if languages is None:
     kwargs = {}
   else:
@@ -201,6 +177,15 @@ def register(xtreme_dir: str, specs: Sequence,
   return names
 
 
+def with_english(languages: Optional[Sequence[str]]
+                 ) -> Optional[Tuple[str, ...]]:
+  """`languages` (None: all) with English, which is always evaluated (the
+  grids train and select on it)."""
+  if languages is None or "en" in languages:
+    return None if languages is None else tuple(languages)
+  return ("en", *languages)
+
+
 def prepare(xtreme_dir: str, tasks: Mapping[str, object],
             languages: Optional[Sequence[str]] = None) -> Dict[str, object]:
   """Checks the folder, registers its tasks, returns the grids renamed.
@@ -209,8 +194,7 @@ def prepare(xtreme_dir: str, tasks: Mapping[str, object],
   run); the English training and dev sets are always read.
   """
   xtreme_dir = os.path.abspath(xtreme_dir)
-  if languages is not None and "en" not in languages:
-    languages = ["en", *languages]
+  languages = with_english(languages)
   check_files(xtreme_dir, list(tasks.values()), languages)
   register(xtreme_dir, list(tasks.values()), languages)
   return {n: local_spec(t) for n, t in tasks.items()}

@@ -1,32 +1,14 @@
 """The road from the released RemBERT to Table 16, as one function.
 
 `run_road` does what a user of the released model does, command by command
-(README "From the released RemBERT to Table 16"):
-
-  1. a Hugging Face RemBERT directory: the user's (`hf_dir`, e.g. the hub's
-     `google/rembert`), or a tiny "released-like" one built here
-     (`build_released_like_hf`): `transformers.RemBertForMaskedLM` with a
-     tiny config and random weights, `save_pretrained`, and a
-     `sentencepiece.model` trained on real multilingual text
-     (`pieces.train_sentencepiece`) whose special pieces sit where the
-     released vocabulary has them ([CLS]=312, [SEP]=313, ...;
-     `pieces.RELEASED_LAYOUT`);
-  2. `hf-to-t5x` (`checkpoint_io.hf_to_t5x`): a MODEL_DIR carrying the
-     weights, `rembert_config.json` and the vocabulary;
-  3. the Table 15 sweep over an XTREME download folder
-     (`python -m rembert_t5x.experiments.sweep --experiment=table15 --xtreme_dir=...`):
-     fine-tune on English with the paper's batch sizes and learning rates,
-     select each run's checkpoint on English dev, evaluate every language
-     on its family's split;
-  4. the Table-16-style table, ours beside the paper's numbers, and XTREME
-     submission folders (`submission`) of the dev sets (to score with
-     XTREME's `evaluate.py`) and of the test sets (the leaderboard's), from
-     a second sweep call that reuses the first one's kept checkpoints.
-
-Without `xtreme_dir`, a tiny folder in XTREME's exact layouts is written
-(`write_tiny_xtreme`): XQuAD is the real data of `data_dir` (a few
-paragraphs per language); every other file holds real sentences of
-`data_dir` (Tatoeba, XQuAD's English) with SYNTHETIC labels, and the test
+(docs/EXPERIMENTS.md, "From the released RemBERT to Table 16"): a Hugging
+Face RemBERT directory (the user's, or a tiny "released-like" one built here
+by `build_released_like_hf`), `hf-to-t5x`, the Table 15 sweep over an XTREME
+download folder, and the Table-16-style table with XTREME submission folders
+of the dev and test sets (a second sweep call reusing the first one's kept
+checkpoints). Without `xtreme_dir`, a tiny folder in XTREME's exact layouts
+is written (`write_tiny_xtreme`): XQuAD is the real data of `data_dir`;
+every other file holds real sentences with SYNTHETIC labels, and the test
 files are label-less as XTREME's, so such a run exercises every command and
 its scores mean nothing.
 """
@@ -49,6 +31,7 @@ from rembert_t5x.data import xtreme_readers
 from rembert_t5x.experiments import submission
 from rembert_t5x.experiments import sweep
 from rembert_t5x.experiments import xtreme_local
+from rembert_tasks import retrieval
 
 # Every family of the table15 sweep and the local files it reads.
 FAMILY_GRIDS = ("xnli", "pawsx", "panx", "udpos", "squad", "tydiqa")
@@ -67,21 +50,16 @@ SYNTHETIC_NOTE = (
 # --------------------------------------------------------------------------
 
 def _tatoeba_code(lang: str) -> Optional[str]:
-  # Deferred: the task modules import seqio and TensorFlow.
-  from rembert_tasks import retrieval  # pylint: disable=g-import-not-at-top
   return retrieval.TATOEBA_LANGUAGES.get(lang) or _EXTRA_TATOEBA.get(lang)
 
 
 def _tatoeba_file(data_dir: str, lang: str) -> Optional[str]:
   """The Tatoeba file of `lang` under data_dir (English: the German pairs'
   English side), or None."""
-  if lang == "en":
-    path = os.path.join(data_dir, "tatoeba", "tatoeba.deu-eng.eng")
-  else:
-    code = _tatoeba_code(lang)
-    if code is None:
-      return None
-    path = os.path.join(data_dir, "tatoeba", f"tatoeba.{code}-eng.{code}")
+  code = "deu" if lang == "en" else _tatoeba_code(lang)
+  if code is None:
+    return None
+  path = xtreme_readers.tatoeba_files(data_dir, code)[lang == "en"]
   return path if os.path.isfile(path) else None
 
 
@@ -164,12 +142,14 @@ def _words(sentence: str) -> List[str]:
   return words
 
 
-def _pair_rows(sentences: Sequence[str], labels: Sequence[str]) -> str:
+def _pair_rows(sentences: Sequence[str], labels: Sequence[str] = ()) -> str:
+  """Each sentence paired with the next, with a label cycling through
+  `labels`; no labels: XTREME's test files."""
   buf = io.StringIO()
-  writer = csv.writer(buf, delimiter="\t", lineterminator="\n")
-  for i in range(len(sentences)):
-    writer.writerow([sentences[i], sentences[(i + 1) % len(sentences)],
-                     labels[i % len(labels)]])
+  csv.writer(buf, delimiter="\t", lineterminator="\n").writerows(
+      [s, sentences[(i + 1) % len(sentences)],
+       *([labels[i % len(labels)]] if labels else [])]
+      for i, s in enumerate(sentences))
   return buf.getvalue()
 
 
@@ -201,15 +181,6 @@ def _blank_answers(paragraphs: Sequence[Mapping]) -> List[Mapping]:
       {"id": q["id"], "question": q["question"],
        "answers": [{"answer_start": 0, "text": ""}]} for q in p["qas"]]}
           for p in paragraphs]
-
-
-def _with_english(languages: Optional[Sequence[str]]
-                  ) -> Optional[List[str]]:
-  # The sweep always evaluates English (`xtreme_local.prepare`), so the
-  # folder needs its files (XQuAD's and MLQA's English ones included).
-  if languages is None or "en" in languages:
-    return None if languages is None else list(languages)
-  return ["en", *languages]
 
 
 def _squad_json(paragraphs: Sequence[Mapping], title: str) -> str:
@@ -272,7 +243,8 @@ def write_tiny_xtreme(out_dir: str, data_dir: str, grids: Sequence[str],
     path.write_text(text, encoding="utf-8")
     origins[rel] = origin
 
-  languages = _with_english(languages)
+  # The sweep always evaluates English: the folder needs its files.
+  languages = xtreme_local.with_english(languages)
   pair_labels = {"xnli": xtreme_readers.XNLI_LABELS,
                  "pawsx": sorted(xtreme_readers.PAWSX_LABEL_IDS)}
   specs = sweep.EXPERIMENTS["table15"]
@@ -337,14 +309,8 @@ def _write_test_files(root: pathlib.Path, data_dir: str,
                 f"{data_dir}/xquad/xquad.{lang}.json, answers blanked")
           continue
         sents, origin = _sentences(data_dir, lang, examples, examples * 3)
-        if ev.family in ("xnli", "pawsx"):
-          buf = io.StringIO()
-          csv.writer(buf, delimiter="\t", lineterminator="\n").writerows(
-              zip(sents, sents[1:] + sents[:1]))
-          text = buf.getvalue()
-        else:
-          text = _tag_rows(sents, None)
-        write(rel, text, f"{origin}, no labels")
+        write(rel, _pair_rows(sents) if ev.family in ("xnli", "pawsx")
+              else _tag_rows(sents, None), f"{origin}, no labels")
 
 
 def _write_retrieval(data_dir: str, examples: int,

@@ -1,25 +1,14 @@
 """XTREME submission folders: predictions as XTREME's `evaluate.py` reads them.
 
-XTREME hides its test labels: Table 16's numbers come from a folder of test
-predictions scored by XTREME. `evaluate.py` (google-research/xtreme) opens
+Table 16's numbers come from a folder of test predictions scored by XTREME:
 `<folder>/<task>/test-<lang>.<suffix>` for every language of every task the
-folder holds; the format of each task's file, and the lines of XTREME's
-scripts each follows, are in docs/FIDELITY.md ("Submission").
-
-File names say `test-` whichever split was predicted (that is all
-`evaluate.py` opens). Split "test" follows XTREME's test files, "dev" its dev
-files; XQuAD has one file (its test set, what the sweep reports), TyDiQA-
-GoldP's XTREME test set is TyDi's dev set (`tydiqa.goldp.{lang}.dev.json`), so
-both splits predict those; Tatoeba has only its test set; BUCC 2018 has dev
-and test.
-
-A folder is complete or not written: every language of every task it holds,
-each with as many predictions as its XTREME file has examples (tags: words
-per sentence too; QA: every question id), checked before anything is
-written; otherwise one UserError names the task, language and file. A task
-the run did not cover (no grid, no retrieval files) is left out of the folder
-and listed in its `submission.json` (`evaluate.py` scores the tasks a folder
-holds; it reads only subfolders).
+folder holds (named `test-` whichever split was predicted: that is all
+`evaluate.py` opens). A folder is complete or not written (every language,
+each with as many predictions as its XTREME file has examples, checked
+before anything is written), and a task the run did not cover is listed in
+its `submission.json`. Splits, formats and the lines of XTREME's scripts
+each file follows: docs/EXPERIMENTS.md ("Submission folders") and
+docs/FIDELITY.md ("Submission").
 
 The modules, lowest first:
   families    one row per XTREME task (`Family`): its XTREME file, what a

@@ -28,11 +28,6 @@ from rembert_tasks import xnli
 SPLITS = ("test", "dev")
 
 
-def _no_files(xtreme_dir: str, split: str, lang: str) -> List[str]:
-  del xtreme_dir, split, lang
-  return []
-
-
 @dataclasses.dataclass(frozen=True)
 class Family:
   """One XTREME task as the file of a submission folder.
@@ -67,7 +62,7 @@ class Family:
   render: Callable[[Any], str]
   languages: Callable[[str], List[str]]
   fixed_split: Optional[str] = None
-  extra_inputs: Callable[[str, str, str], List[str]] = _no_files
+  extra_inputs: Callable[[str, str, str], List[str]] = lambda *_: []
   labels: Tuple[str, ...] = ()
   label_names: Tuple[str, ...] = ()
 
@@ -246,11 +241,6 @@ def _udpos_languages(split: str) -> List[str]:
   return langs
 
 
-def _listed(languages: Sequence[str], split: str) -> List[str]:
-  del split
-  return list(languages)
-
-
 # --------------------------------------------------------------------------
 # The table
 # --------------------------------------------------------------------------
@@ -295,11 +285,11 @@ _TABLE = (
     _qa("tydiqa", "tydiqa_dev", "validation"),
     Family("bucc2018", "retrieval", "tsv", _bucc_source, _bucc_ids,
            _check_corpus_ids, _render_id_pairs,
-           functools.partial(_listed, retrieval.BUCC_LANGUAGES),
+           lambda _: list(retrieval.BUCC_LANGUAGES),
            extra_inputs=_bucc_inputs),
     Family("tatoeba", "retrieval", "tsv", _tatoeba_english, _tatoeba_lines,
            _check_count, _render_lines,
-           functools.partial(_listed, retrieval.TATOEBA_LANGUAGES),
+           lambda _: list(retrieval.TATOEBA_LANGUAGES),
            fixed_split="test"),
 )
 FAMILIES: Dict[str, Family] = {f.task: f for f in _TABLE}

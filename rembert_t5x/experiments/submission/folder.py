@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from rembert_t5x.common import errors
 from rembert_t5x.common import io_utils
+from rembert_t5x.experiments import xtreme_local
 from rembert_t5x.experiments.submission import families
 
 MANIFEST = "submission.json"
@@ -37,9 +38,8 @@ class Request:
 
   def __post_init__(self):
     families.check_split(self.split)
-    if self.languages is not None and "en" not in self.languages:
-      # As `xtreme_local.prepare`: English is always evaluated.
-      object.__setattr__(self, "languages", ("en", *self.languages))
+    object.__setattr__(self, "languages",
+                       xtreme_local.with_english(self.languages))
 
   @property
   def embeddings_dir(self) -> str:

@@ -6,11 +6,8 @@ request's split, checks the files and keeps them in the run's directory
 (`run_predictions_dir`); a finished point without them predicts them from
 its kept checkpoints. At the end, one folder per seed gathers each grid's
 run at its best learning rate, plus BUCC and Tatoeba from the pre-trained
-encoder (`retrieval`, shared by every seed).
-
-Predictions take the evaluation's path (`runner.eval`): the task's dataset,
-the model's feature converter and jitted `predict_batch_with_aux`, seqio's
-decoding through the `targets` vocabulary, the task's postprocessor.
+encoder (`retrieval`, shared by every seed). Predictions take the
+evaluation's path (`predict_examples`).
 """
 
 import dataclasses
@@ -79,33 +76,17 @@ def _qa_task(template: str, path: str, split: str) -> seqio.Task:
                     postprocess_fn=like.postprocessor, metric_fns=[])
 
 
-def _pair_labels(family: families.Family,
-                 predictions: Sequence[Any]) -> List[str]:
-  """Class ids -> the labels as XTREME's files spell them."""
-  return [family.labels[int(p)] for p in predictions]
-
-
-def _sentence_tags(family: families.Family,
-                   predictions: Sequence[Any]) -> List[List[str]]:
-  """Per original sentence its tags; a word cut by the length scores "O"."""
-  del family
-  return [["O" if t is None else t for t in sentence]
-          for sentence in xp.join_sentence_parts(predictions)]
-
-
-def _best_answers(family: families.Family,
-                  predictions: Sequence[Any]) -> Dict[str, str]:
-  """Per question, its best window's answer (the metric's rule)."""
-  del family
-  _, answers = metrics.best_window_answers(
-      [{"example_id": p["example_id"], "answers": []} for p in predictions],
-      predictions)
-  return answers
-
-
-# Family kind -> postprocessed per-example predictions -> `render`'s input.
-_FROM_PREDICTIONS = {"pair": _pair_labels, "tagging": _sentence_tags,
-                     "qa": _best_answers}
+# Family kind -> (row, postprocessed per-example predictions) -> `render`'s
+# input: pairs, the labels as XTREME's files spell them; tags, per original
+# sentence its tags (a word cut by the length scores "O"); QA, per question
+# its best window's answer (the metric's rule).
+_FROM_PREDICTIONS = {
+    "pair": lambda family, out: [family.labels[int(p)] for p in out],
+    "tagging": lambda _, out: [["O" if t is None else t for t in sentence]
+                               for sentence in xp.join_sentence_parts(out)],
+    "qa": lambda _, out: metrics.best_window_answers(
+        [{"example_id": p["example_id"], "answers": []} for p in out], out)[1],
+}
 
 
 def family_predictions(task: str, predictions: Sequence[Any]) -> Any:
@@ -221,21 +202,12 @@ class SweepRun:
 def write_sweep_folders(request: folder.Request, runs: Sequence[SweepRun],
                         table, config, pretrained: str,
                         log: Callable[[str], None] = print) -> List[str]:
-  """One folder per seed: each grid's run at its best learning rate, plus
-  BUCC and Tatoeba from the pre-trained encoder (shared by every seed).
-
-  Args:
-    request: the submission request.
-    runs: every grid point; a finished point without predictions of the
-      split predicts them from its kept checkpoints (`predict_from_kept`).
-    table: the sweep's `aggregate` table (its best learning rates).
-    config: the network config of `pretrained`.
-    pretrained: the pre-trained MODEL_DIR.
-    log: progress lines.
-
-  Returns:
-    The folders written.
-  """
+  """Writes one folder per seed: each grid's run at its best learning rate
+  (from `table`, the sweep's `aggregate`), plus BUCC and Tatoeba from the
+  encoder of the MODEL_DIR `pretrained` (network config `config`), shared by
+  every seed; returns the folders. A point of `runs` finished without
+  predictions of the split predicts them from its kept checkpoints
+  (`predict_from_kept`)."""
   best = {grid: g["best_learning_rate"] for grid, g in table["grids"].items()}
   by_seed: Dict[int, Dict[Tuple[str, str], str]] = {}
   for run in runs:

@@ -127,20 +127,11 @@ class RetrievalFiles:
 
 def retrieval_files(request: folder.Request, pretrained: str, config=None,
                     log: Callable[[str], None] = print) -> RetrievalFiles:
-  """BUCC and Tatoeba files from the pre-trained encoder, as XTREME.
-
-  Each corpus is embedded by the streaming pass (`embed_corpus`) in
-  `request.embeddings_dir`, which a rerun resumes; BUCC is mined in bounded
-  memory (`retrieval_metrics.margin_candidates`). A task whose folder
-  (`bucc2018/`, `tatoeba/`) is absent from the XTREME folder is left out,
-  with the reason.
-
-  Args:
-    request: the folder's split, languages and embeddings folder.
-    pretrained: the pre-trained MODEL_DIR.
-    config: its network config (default: its rembert_config.json).
-    log: progress lines.
-  """
+  """BUCC and Tatoeba files of `request` from the encoder of the MODEL_DIR
+  `pretrained` (`config`: its network config, default its
+  rembert_config.json), embedded in `request.embeddings_dir` (module
+  docstring). A task whose folder (`bucc2018/`, `tatoeba/`) is absent from
+  the XTREME folder is left out, with the reason."""
   tasks = folder.retrieval_tasks(request.xtreme_dir)
   missing = {t: f"no {t}/ folder in {request.xtreme_dir}"
              for t in families.RETRIEVAL_TASKS if t not in tasks}

@@ -69,31 +69,17 @@ def _infer_files(infer_dirs: Sequence[str]
 # `rembert_t5x.t5x_infer` records -> `families.render`'s input
 # --------------------------------------------------------------------------
 
-def _pair_labels(family: families.Family,
-                 records: Sequence[Dict[str, Any]]) -> List[str]:
-  """Our class names -> the labels as XTREME's files spell them."""
-  ids = {name: i for i, name in enumerate(family.label_names)}
-  return [family.labels[ids[r["prediction"]]] for r in records]
-
-
-def _sentence_tags(family: families.Family,
-                   records: Sequence[Dict[str, Any]]) -> List[List[str]]:
-  """Per sentence its tags; a word cut by the length scores "O"."""
-  del family
-  return [["O" if t is None else t for t in r["prediction"]]
-          for r in records]
-
-
-def _answers(family: families.Family,
-             records: Sequence[Dict[str, Any]]) -> Dict[str, str]:
-  """{question id: answer}."""
-  del family
-  return {r["id"]: r["prediction"] for r in records}
-
-
-# Family kind -> records -> `render`'s input.
-_FROM_RECORDS = {"pair": _pair_labels, "tagging": _sentence_tags,
-                 "qa": _answers}
+# Family kind -> (row, `rembert_t5x.t5x_infer` records) -> `render`'s input:
+# pairs, our class names as XTREME's files spell them; tags, per sentence
+# its tags (a word cut by the length scores "O"); QA, {question id: answer}.
+_FROM_RECORDS = {
+    "pair": lambda family, records: [
+        family.labels[family.label_names.index(r["prediction"])]
+        for r in records],
+    "tagging": lambda _, records: [
+        ["O" if t is None else t for t in r["prediction"]] for r in records],
+    "qa": lambda _, records: {r["id"]: r["prediction"] for r in records},
+}
 
 
 def _t5x_predictions(task: str, path: str) -> Any:
@@ -144,26 +130,15 @@ def from_t5x(infer_dirs: Sequence[str], xtreme_dir: str, split: str,
              output_dir: str, overwrite: bool = False, *,
              pretrained: Optional[str] = None, work_dir: Optional[str] = None,
              log: Callable[[str], None] = print) -> Dict[str, Any]:
-  """Writes a folder from `t5x.infer` outputs (gin_configs/runs/infer_*.gin).
+  """Writes the folder `output_dir` ("test" or "dev" `split`) from the
+  `t5x.infer` outputs in `infer_dirs` (gin_configs/runs/infer_*.gin) and
+  XTREME's download folder `xtreme_dir`; returns its manifest.
 
   Every family with an output file must have one for each of its languages.
   With `pretrained` (a MODEL_DIR in our layout, e.g. what `hf-to-t5x`
-  wrote), BUCC and Tatoeba come from its encoder, as
-  `retrieval.retrieval_files`.
-
-  Args:
-    infer_dirs: t5x.infer INFER_OUTPUT_DIRs.
-    xtreme_dir: XTREME's download folder.
-    split: "test" or "dev".
-    output_dir: the folder to write.
-    overwrite: replace an existing folder.
-    pretrained: the pre-trained MODEL_DIR for BUCC and Tatoeba, or None.
-    work_dir: the retrieval embedding passes (default: `embeddings/` beside
-      `output_dir`).
-    log: progress lines.
-
-  Returns:
-    The manifest written.
+  wrote), BUCC and Tatoeba come from its encoder
+  (`retrieval.retrieval_files`), embedded in `work_dir` (default:
+  `embeddings/` beside `output_dir`).
   """
   families.check_split(split)
   sources = [("--xtreme_dir", xtreme_dir),
