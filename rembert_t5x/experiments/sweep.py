@@ -259,9 +259,7 @@ def checkpoint_period(spec: TaskSpec, steps: int) -> int:
 
 
 def _in_family(task_name: str, family: str) -> bool:
-  # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
-  from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
-  return eval_lib.task_family(task_name).rsplit("_", 1)[-1] == family
+  return protocol.task_family(task_name).rsplit("_", 1)[-1] == family
 
 
 def run_point(workdir: str, point: GridPoint, config, pretrained: str,
