@@ -183,7 +183,10 @@ def demo_tasks(prefix: str = "rembert_synthetic_",
   """The synthetic tasks of the offline demo (`rembert_tasks.synthetic`).
 
   Fixed step counts (the demo's tuned budget), the same selection and
-  per-family evaluation as the paper's grids, on the dev sets.
+  per-family evaluation as the paper's grids, on the dev sets. The one home
+  of the synthetic families' objectives, classes and QA answer limit, and of
+  the input lengths `reproduce` measured its results with (the demo's rows
+  are shorter, to fit its data: `demo.TASKS`).
   """
   lang = synthetic.TRAIN_LANGUAGE
 
