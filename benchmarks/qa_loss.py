@@ -37,6 +37,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from benchmarks import common  # pylint: disable=g-import-not-at-top
 from rembert_t5x import configs  # pylint: disable=g-import-not-at-top
 from rembert_t5x.experiments import uncertainty  # pylint: disable=g-import-not-at-top
+from rembert_t5x import protocol  # pylint: disable=g-import-not-at-top
 from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
 from rembert_t5x.runner import jobs  # pylint: disable=g-import-not-at-top
 from rembert_t5x.runner import train  # pylint: disable=g-import-not-at-top
@@ -100,7 +101,7 @@ def finetune_and_evaluate(workdir: pathlib.Path, init: str, setting: str,
   configs.parse_gin([EVAL_GIN], [f"CHECKPOINT_PATH = '{model_dir}'",
                                  f"EVAL_OUTPUT_DIR = '{model_dir / 'eval'}'"])
   scores, eval_wall, _ = _timed(eval_lib.evaluate)
-  languages = {eval_lib.task_language(t): m
+  languages = {protocol.task_language(t): m
                for t, m in scores["tasks"].items()}
   record = {"setting": setting, "span_softmax": softmax, "pack": pack,
             "seed": seed, "train_wall_s": wall, "train_cpu_s": cpu,

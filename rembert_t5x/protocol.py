@@ -52,6 +52,16 @@ def task_score(metrics: Mapping[str, float]) -> float:
   raise ValueError(f"no score among metrics {sorted(metrics)}")
 
 
+def task_language(task_name: str) -> str:
+  """The language code a task name ends with (`rembert_xnli_de` -> `de`)."""
+  return task_name.rsplit("_", 1)[-1]
+
+
+def task_family(task_name: str) -> str:
+  """The task name without its language (`rembert_xnli_de` -> `rembert_xnli`)."""
+  return task_name.rsplit("_", 1)[0]
+
+
 @functools.lru_cache(maxsize=None)
 def num_examples(task_name: str, split: str = "train") -> int:
   """Examples in `split` of a registered task's source (cached per process).

@@ -42,7 +42,7 @@ def test_demo_reports_seeds_error_bars_and_a_verdict(tmp_path, monkeypatch):
   assert len({(r["variant"], r["family"], r["finetune_seed"])
               for r in saved["runs"]}) == len(saved["runs"])
   for r in saved["runs"]:
-    metric = demo.TASKS[r["family"]][2]
+    metric = synthetic_runs.FAMILIES[r["family"]]
     assert set(r["languages"]) == languages
     for m in r["languages"].values():
       assert 0.0 <= m[metric] <= 100.0

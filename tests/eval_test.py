@@ -11,6 +11,7 @@ from rembert_t5x.common import errors
 from rembert_t5x import configs
 from rembert_t5x import models
 from rembert_t5x import network
+from rembert_t5x import protocol
 from rembert_t5x.runner import checkpoints
 from rembert_t5x.runner import eval as eval_lib
 from rembert_t5x.runner import predict_batches
@@ -46,7 +47,7 @@ def test_train_then_evaluate_every_language(tasks, tmp_path, family, model, leng
   params = checkpoints.load_params(str(tmp_path / "m"))
   results = eval_lib.evaluate_params(model, params, tasks[family],
                                      "validation", lengths, batch_size=8)
-  langs = {eval_lib.task_language(t) for t in results}
+  langs = {protocol.task_language(t) for t in results}
   assert langs == {"qla", "qcy", "qgr", "qdv"}
   for metrics in results.values():
     main = eval_lib.main_metric(metrics)
@@ -88,8 +89,8 @@ def test_language_table_and_helpers():
   table = eval_lib.language_table(metrics, chance={"de": 50.0, "en": 50.0})
   assert "| x_pair | de | 80.0 | 50.0 |" in table
   assert "| x_pair | **avg** | 85.0 |" in table
-  assert eval_lib.task_language("rembert_xnli_de") == "de"
-  assert eval_lib.task_family("rembert_local_mlqa_en") == "rembert_local_mlqa"
+  assert protocol.task_language("rembert_xnli_de") == "de"
+  assert protocol.task_family("rembert_local_mlqa_en") == "rembert_local_mlqa"
   assert eval_lib.main_metric({"exact_match": 1, "f1": 2, "xtreme": 3}) == "xtreme"
 
 

@@ -51,6 +51,7 @@ from rembert_t5x.experiments import sweep
 from rembert_t5x.experiments import sweep_report
 from rembert_t5x import models
 from rembert_t5x import network
+from rembert_t5x import protocol
 from rembert_t5x.runner import checkpoints
 from rembert_t5x.scoring import retrieval_metrics
 
@@ -184,13 +185,12 @@ def evaluation_tasks(task: sweep.TaskSpec) -> Dict[str, str]:
   """
   # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
   import seqio  # pylint: disable=g-import-not-at-top
-  from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
   ev = task.evaluations[0]
   out = {}
   for t in seqio.get_mixture_or_task(ev.mixture).tasks:
     if (t.name != task.train_task and ev.split in t.splits
-        and eval_lib.task_family(t.name).endswith(f"_{ev.family}")):
-      out[eval_lib.task_language(t.name)] = t.name
+        and protocol.task_family(t.name).endswith(f"_{ev.family}")):
+      out[protocol.task_language(t.name)] = t.name
   if not out:
     raise errors.UserError(f"mixture {ev.mixture}: no {ev.family} task has "
                            f"a {ev.split!r} split")

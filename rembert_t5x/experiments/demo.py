@@ -49,17 +49,15 @@ VARIANTS = {
 }
 BASELINE, CANDIDATE = "coupled", "decoupled"
 TASKS = {
-    # family: (objective, input length, main metric). The lengths fit the
-    # synthetic data: its longest example (train and every language's dev
-    # set, default data seed) has 55 pair / 31 tag / 62 QA tokens, so nothing
-    # is cut; longer rows were mostly padding (tag examples average 13
-    # tokens), and a fine-tuning step's time grows with the row length.
-    # Longer examples (other data seeds) are truncated (pair), split (tag) or
-    # windowed (QA) as in XTREME.
-    "pair": ("pair", 56, "accuracy"),
-    "tag": ("tagging", 32, "f1"),
-    "qa": ("qa", 64, "f1"),
-}
+    # family: input length (objectives: `sweep.demo_tasks`; main metrics:
+    # `synthetic_runs.FAMILIES`). The lengths fit the synthetic data: its
+    # longest example (train and every language's dev set, default data
+    # seed) has 55 pair / 31 tag / 62 QA tokens, so nothing is cut; longer
+    # rows were mostly padding (tag examples average 13 tokens), and a
+    # fine-tuning step's time grows with the row length. Longer examples
+    # (other data seeds) are truncated (pair), split (tag) or windowed (QA)
+    # as in XTREME.
+    "pair": 56, "tag": 32, "qa": 64}
 
 
 @dataclasses.dataclass
@@ -170,7 +168,7 @@ def run(workdir: str, settings: DemoSettings = DemoSettings(),
 def _prepare(out: pathlib.Path, settings: DemoSettings):
   return synthetic_runs.prepare_data(
       out, settings, "demo_", {"eval_examples": "eval_examples"},
-      {"qa_max_seq_length": TASKS["qa"][1]},
+      {"qa_max_seq_length": TASKS["qa"]},
       eval_examples=settings.eval_examples)
 
 
@@ -220,7 +218,7 @@ def _work(out: pathlib.Path, settings: DemoSettings, variants: List[str],
                 config, str(pre_dir), names["mlm"], settings,
                 settings.seed + p))
           continue
-        length, model = TASKS[family][1], task_models[family]
+        length, model = TASKS[family], task_models[family]
         seed = settings.seed + p * settings.finetune_seeds + r
         log(f"{clock()} {variant}: {family} on {manifest['train_language']}, "
             f"pre-training seed {p}, fine-tuning seed {seed}: "
@@ -284,7 +282,7 @@ def analyse(results: Dict[str, Any]) -> Dict[str, Any]:
   from the per-run records (`uncertainty.summarize` and `.compare`)."""
   summary = {}
   families = {r["family"] for r in results["runs"]}
-  for family, (_, _, metric) in TASKS.items():
+  for family, metric in synthetic_runs.FAMILIES.items():
     if family not in families:
       continue
     summary[family] = {
@@ -305,7 +303,7 @@ def zero_shot_chance(results: Dict[str, Any]) -> Dict[str, float]:
 
 def summary_table(results: Dict[str, Any]) -> str:
   """Markdown: the zero-shot comparison, then per task a language table."""
-  metrics = {f: m for f, (_, _, m) in TASKS.items()
+  metrics = {f: m for f, m in synthetic_runs.FAMILIES.items()
              if f in results["summary"]}
   legend = (uncertainty.unit_description(results["summary"]) +
             " eval SE: bootstrap standard error of one run's zero-shot "
@@ -355,7 +353,7 @@ def _write(out: pathlib.Path, results: Dict[str, Any]) -> None:
           "Zero-shot averages (every language but the training one):\n\n"
           f"{summary_table(results)}")
   io_utils.atomic_write_text(out / "results.md", text)
-  for family, (_, _, metric) in TASKS.items():
+  for family, metric in synthetic_runs.FAMILIES.items():
     if family not in results["summary"]:
       continue
     by_variant = results["summary"][family]

@@ -43,10 +43,6 @@ from rembert_t5x.runner import jobs as runner_jobs
 BASE_GIN = "gin_configs/models/tiny.gin"
 NUM_LANGUAGES = 12
 VOCAB_SIZE = 1000  # the most SentencePiece can make of the 12-language corpus
-# Fine-tuning input lengths of the reproduction, those its results
-# (docs/REPRODUCE_RESULTS.md) were measured with; the demo's tasks use shorter
-# rows that fit its data.
-LENGTHS = {"pair": 64, "tag": 64, "qa": 96}
 
 # name: overrides of the base config. E_in = 16 is H / 4 (the paper's 128 is
 # H / 6); E_out 16 / 64 / 256 is H / 4, H, 4H (paper: 128, 768 = H, 3072 = 4H).
@@ -179,7 +175,7 @@ def run_unit(out: pathlib.Path, variant: str, p: int, settings: Settings,
                                 seed)
 
   def finetune(family: str, layers: int) -> Dict[str, Dict[str, float]]:
-    length = LENGTHS[family]
+    length = sweep.demo_tasks()[family].length
     cfg = config if layers == config.num_layers else analysis.layer_config(
         config, layers)
     model = synthetic_runs.finetune_model(family, cfg)
@@ -262,7 +258,7 @@ def run(workdir: str, settings: Settings = Settings(),
 # Tables and tests
 # --------------------------------------------------------------------------
 
-FAMILIES = {f: metric for f, (_, metric) in synthetic_runs.FAMILIES.items()}
+FAMILIES = synthetic_runs.FAMILIES
 REPRODUCED, OPPOSITE = "reproduced", "opposite at this scale"
 NOT_REPRODUCED = "not reproduced at this scale (no significant difference)"
 NOT_TESTED = "not tested (fewer than 2 seeds a side)"

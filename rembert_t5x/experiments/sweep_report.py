@@ -32,11 +32,9 @@ def family_scores(record: Mapping[str, Any]) -> Dict[str, Dict[str, float]]:
   Rows come from full task names (`rembert_mlqa_en` and `rembert_squad_en`
   are different families), so no language of one family overwrites another.
   """
-  # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
-  from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
   out = {}
   for family, ev in record["evaluations"].items():
-    out[family] = {eval_lib.task_language(t): protocol.task_score(m)
+    out[family] = {protocol.task_language(t): protocol.task_score(m)
                    for t, m in ev["tasks"].items()}
   return out
 

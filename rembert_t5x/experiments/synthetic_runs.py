@@ -20,17 +20,16 @@ from jax.experimental.compilation_cache import compilation_cache as cc
 
 from rembert_t5x.common import cli
 from rembert_t5x.common import errors
-from rembert_t5x.data import synthetic
+from rembert_t5x.experiments import sweep
 from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x.runner import jobs as runner_jobs
 from rembert_t5x.runner import train as runner_train
 from rembert_tasks import synthetic as synthetic_tasks
 
-# Task family: (model objective, main metric).
-FAMILIES = {"pair": ("pair", "accuracy"), "tag": ("tagging", "f1"),
-            "qa": ("qa", "f1")}
-NUM_CLASSES = {"pair": 2, "tag": len(synthetic.TAGS)}
+# Task family: main metric. Objectives, classes, the QA answer limit and the
+# reproduction's input lengths: `sweep.demo_tasks`.
+FAMILIES = {"pair": "accuracy", "tag": "f1", "qa": "f1"}
 # MLM-head positions per pre-training row: ceil(15% of 64) plus a margin.
 MAX_PREDICTIONS = 16
 
@@ -204,9 +203,7 @@ def pretrain(config: network.RemBertConfig, model_dir: str, mixture: str,
 
 def finetune_model(family: str, config: network.RemBertConfig):
   """The model class of a synthetic task family over `config`."""
-  return models.make_model(
-      FAMILIES[family][0], config, NUM_CLASSES.get(family),
-      max_answer_length=synthetic_tasks.QA_SETTINGS["max_answer_length"])
+  return sweep.make_model(sweep.demo_tasks()[family], config)
 
 
 def finetune(model, model_dir: str, family: str, task: str, length: int,

@@ -232,22 +232,13 @@ class _Progress:
     return outputs
 
 
-def task_language(task_name: str) -> str:
-  """The language code a task name ends with (`rembert_xnli_de` -> `de`)."""
-  return task_name.rsplit("_", 1)[-1]
-
-
-def task_family(task_name: str) -> str:
-  """The task name without its language (`rembert_xnli_de` -> `rembert_xnli`)."""
-  return re.sub(r"_[^_]+$", "", task_name)
-
-
 def by_family(task_metrics: Mapping[str, Mapping[str, float]]
               ) -> dict[str, dict[str, dict[str, float]]]:
   """{family: {language: metrics}}: per-language rows that never collide."""
   out: dict[str, dict[str, dict[str, float]]] = {}
   for task, metrics in sorted(task_metrics.items()):
-    out.setdefault(task_family(task), {})[task_language(task)] = dict(metrics)
+    family, lang = protocol.task_family(task), protocol.task_language(task)
+    out.setdefault(family, {})[lang] = dict(metrics)
   return out
 
 

@@ -113,7 +113,7 @@ class Evaluations:
                          lengths, split)
     if not by_language:
       return scores
-    return {eval_lib.task_language(t): m for t, m in sorted(scores.items())}
+    return {protocol.task_language(t): m for t, m in sorted(scores.items())}
 
 
 def pin_to_core(worker: int) -> None:

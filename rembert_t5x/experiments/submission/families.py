@@ -339,32 +339,38 @@ def input_file(xtreme_dir: str, task: str, split: str, lang: str) -> str:
   return family(task).input_file(xtreme_dir, split, lang)
 
 
-def expected_examples(xtreme_dir: str, task: str, split: str,
-                      lang: str) -> Any:
-  """What the prediction file of (task, language) must match.
+def checked_file(xtreme_dir: str, task: str, split: str, lang: str,
+                 predict: Callable[[str], Any],
+                 source: Optional[str] = None) -> str:
+  """The checked file text of (task, language): `predict(XTREME's file)`.
 
-  Returns:
-    pairs: the number of rows; tags: words per sentence; QA: the question
-    ids; Tatoeba: the number of English lines; BUCC: (source ids, English
-    ids) the pairs may name.
+  XTREME's file is read first (pairs: its rows; tags: words per sentence;
+  QA: question ids; Tatoeba: English lines; BUCC: the ids pairs may name),
+  so a missing or bad one fails before anything is predicted; an error
+  names `source`, what the predictions were read from, if given.
 
   Raises:
-    errors.UserError: the XTREME file is missing or unreadable.
+    errors.UserError: the XTREME file is missing or unreadable, or the
+      predictions do not match it.
   """
   path = input_file(xtreme_dir, task, split, lang)
   if not os.path.isfile(path):
     raise errors.UserError(f"{task} {lang}: {path}: no such file (the "
                            f"{split} file the predictions follow)")
   try:
-    return family(task).expected(xtreme_dir, split, lang, path)
+    expected = family(task).expected(xtreme_dir, split, lang, path)
   except ValueError as e:
     raise errors.UserError(f"{task} {lang}: {e}") from e
+  predictions = predict(path)
+  check_predictions(task, lang, predictions, expected,
+                    f"{source} vs {path}" if source else path)
+  return render(task, predictions)
 
 
 def check_predictions(task: str, lang: str, predictions: Any,
                       expected: Any, path: str) -> None:
   """Raises a UserError naming task, language and file unless the
-  predictions match `expected_examples`."""
+  predictions match `expected` (what `checked_file` reads)."""
   family(task).check(f"{task} {lang} ({path})", predictions, expected)
 
 

@@ -100,18 +100,18 @@ def predict_language(model, params, xtreme_dir: str, task: str, split: str,
                      batch_size: int = 32) -> str:
   """The checked file text of one fine-tuned (task, language)."""
   name = f"{xtreme_local.LOCAL_PREFIX}{task}_{lang}"
-  path = families.input_file(xtreme_dir, task, split, lang)
-  expected = families.expected_examples(xtreme_dir, task, split, lang)
   seqio_split = families.seqio_split(task, split)
-  if families.family(task).kind == "qa":
-    seqio_task = _qa_task(name, path, seqio_split)
-  else:
-    seqio_task = seqio.get_mixture_or_task(name)
-  _, predictions = predict_examples(model, params, seqio_task, seqio_split,
-                                    lengths, batch_size)
-  out = family_predictions(task, predictions)
-  families.check_predictions(task, lang, out, expected, path)
-  return families.render(task, out)
+
+  def predict(path: str) -> Any:
+    if families.family(task).kind == "qa":
+      seqio_task = _qa_task(name, path, seqio_split)
+    else:
+      seqio_task = seqio.get_mixture_or_task(name)
+    _, predictions = predict_examples(model, params, seqio_task, seqio_split,
+                                      lengths, batch_size)
+    return family_predictions(task, predictions)
+
+  return families.checked_file(xtreme_dir, task, split, lang, predict)
 
 
 # --------------------------------------------------------------------------

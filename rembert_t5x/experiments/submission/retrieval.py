@@ -13,6 +13,7 @@ test sets have none: a file, no score).
 """
 
 import dataclasses
+import functools
 import os
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -140,26 +141,26 @@ def retrieval_files(request: folder.Request, pretrained: str, config=None,
     return out
   encoder = embed_corpus.load_encoder(pretrained, request.embeddings_dir,
                                       config, log)
+
+  def predict(task: str, lang: str, path: str) -> Any:
+    del path  # the encoder reads the task's files itself
+    log(f"{task} {lang}: retrieval with the pre-trained encoder")
+    if task == "tatoeba":
+      return tatoeba_predictions(encoder, request.xtreme_dir, lang)
+    result = bucc_predictions(encoder, request.xtreme_dir, lang,
+                              request.split)
+    out.bucc[lang] = result.summary()
+    log(f"bucc2018 {lang} {request.split}: {len(result.pairs)} pairs at "
+        f"margin threshold {result.threshold:.4f} (the best on dev: F1 "
+        f"{result.dev['f1']:.2f}); " + (
+            f"F1 {result.scores['f1']:.2f} on its gold"
+            if result.scores else "no gold file, no score"))
+    return result.pairs
+
   for task in tasks:
     for lang in families.required_languages(task, request.split,
                                             request.languages):
-      path = families.input_file(request.xtreme_dir, task, request.split,
-                                 lang)
-      expected = families.expected_examples(request.xtreme_dir, task,
-                                            request.split, lang)
-      log(f"{task} {lang}: retrieval with the pre-trained encoder")
-      if task == "tatoeba":
-        predictions = tatoeba_predictions(encoder, request.xtreme_dir, lang)
-      else:
-        result = bucc_predictions(encoder, request.xtreme_dir, lang,
-                                  request.split)
-        predictions = result.pairs
-        out.bucc[lang] = result.summary()
-        log(f"bucc2018 {lang} {request.split}: {len(result.pairs)} pairs at "
-            f"margin threshold {result.threshold:.4f} (the best on dev: F1 "
-            f"{result.dev['f1']:.2f}); " + (
-                f"F1 {result.scores['f1']:.2f} on its gold"
-                if result.scores else "no gold file, no score"))
-      families.check_predictions(task, lang, predictions, expected, path)
-      out.files[(task, lang)] = families.render(task, predictions)
+      out.files[(task, lang)] = families.checked_file(
+          request.xtreme_dir, task, request.split, lang,
+          functools.partial(predict, task, lang))
   return out

@@ -116,13 +116,10 @@ def _infer_folder_files(found: Dict[Tuple[str, str], str],
             f"{task} {lang}: no t5x.infer output "
             f"{infer_task(task, lang)}-predict.jsonl-00000-of-00001 in "
             f"{list(infer_dirs)}: the {task} folder would lack {lang}")
-      path = families.input_file(xtreme_dir, task, split, lang)
-      out = _t5x_predictions(task, found[(task, lang)])
-      families.check_predictions(
-          task, lang, out,
-          families.expected_examples(xtreme_dir, task, split, lang),
-          f"{found[(task, lang)]} vs {path}")
-      files[(task, lang)] = families.render(task, out)
+      output = found[(task, lang)]
+      files[(task, lang)] = families.checked_file(
+          xtreme_dir, task, split, lang,
+          lambda _, t=task, o=output: _t5x_predictions(t, o), source=output)
   return files
 
 
