@@ -29,7 +29,8 @@ def test_demo_reports_seeds_error_bars_and_a_verdict(tmp_path, monkeypatch):
   # run short; `uncertainty_test.py` covers the three-task comparison.
   settings = demo.DemoSettings(pretrain_steps=2, finetune_steps=2,
                                batch_size=8, finetune_seeds=2,
-                               eval_examples=24, tasks="qa")
+                               eval_examples=24, tasks="qa",
+                               corpus_sentences=300)
   monkeypatch.setattr(runner_jobs, "run_workers", _workers_in_this_process)
   results = demo.run(str(tmp_path), settings, log=lambda _: None)
   saved = json.loads((tmp_path / "results.json").read_text())

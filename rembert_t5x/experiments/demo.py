@@ -34,6 +34,7 @@ from rembert_t5x.common import cli
 from rembert_t5x.common import errors
 from rembert_t5x.common import io_utils
 from rembert_t5x import configs
+from rembert_t5x.data import synthetic
 from rembert_t5x.experiments import report
 from rembert_t5x.experiments import synthetic_baselines
 from rembert_t5x.experiments import synthetic_runs
@@ -77,6 +78,10 @@ class DemoSettings(synthetic_runs.RunSettings):
   # Fine-tuning packs each step's examples into fewer rows (the runner's
   # default); False trains one example per row, to see what packing saves.
   finetune_pack: bool = True
+  # Pre-training sentences per language. Pre-training's first batch reads
+  # the whole corpus (seqio's 1,000-row shuffle buffers hold all of it):
+  # ~8 s of CPU at the default.
+  corpus_sentences: int = synthetic.CORPUS_SENTENCES
 
   def families(self) -> List[str]:
     return self.tasks.split(",")
@@ -87,7 +92,7 @@ class DemoSettings(synthetic_runs.RunSettings):
       raise errors.UserError(
           f"--tasks {self.tasks!r}: unknown task(s) {unknown}; expected a "
           f"comma-separated subset of {list(TASKS)}")
-    super().check("pretrain_seeds", "finetune_seeds")
+    super().check("pretrain_seeds", "finetune_seeds", "corpus_sentences")
 
 
 FULL = dict(pretrain_seeds=3)
@@ -167,9 +172,11 @@ def run(workdir: str, settings: DemoSettings = DemoSettings(),
 
 def _prepare(out: pathlib.Path, settings: DemoSettings):
   return synthetic_runs.prepare_data(
-      out, settings, "demo_", {"eval_examples": "eval_examples"},
+      out, settings, "demo_", {"eval_examples": "eval_examples",
+                               "corpus": "corpus_sentences"},
       {"qa_max_seq_length": TASKS["qa"]},
-      eval_examples=settings.eval_examples)
+      eval_examples=settings.eval_examples,
+      corpus_sentences=settings.corpus_sentences)
 
 
 def _records(settings: DemoSettings, out: pathlib.Path, variant: str):
