@@ -70,12 +70,13 @@ def test_demo_workdir_with_other_evaluation_sets(tmp_path):
   from rembert_t5x.experiments import demo  # pylint: disable=g-import-not-at-top
   data = tmp_path / "data"
   data.mkdir()
-  manifest = {"seed": 0, "sizes": {"eval_examples": 200}, "languages": [],
+  manifest = {"seed": 0, "sizes": {"eval_examples": 200, "corpus": 3000},
+              "languages": [],
               "train_language": "qla", "files": {}}
   (data / "manifest.json").write_text(json.dumps(manifest))
   (data / "spm.model").write_bytes(b"")
   with pytest.raises(errors.UserError,
                      match=f"{data / 'manifest.json'}: data were generated "
-                     "with data_seed=0, eval_examples=200, not 0, 1000; use a "
-                     "new --workdir"):
+                     "with data_seed=0, eval_examples=200, corpus=3000, not "
+                     "0, 1000, 3000; use a new --workdir"):
     demo.run(str(tmp_path), demo.DemoSettings(eval_examples=1000))
