@@ -10,7 +10,6 @@ can be saved and restored, or skipped to). Data errors become
 
 import pathlib
 import re
-import threading
 from typing import Optional
 
 import numpy as np
@@ -98,22 +97,9 @@ class InputIterator:
     prefetch buffers otherwise live until the garbage collector reaches it
     (a failed run's iterator sits in its traceback's reference cycle; freed
     by a later collection, its destructor waited 15-55 s for the pipeline's
-    threads in the test suite, measured with py-spy).
-
-    The destructor waits for the pipeline's threads to stop (0.75 s of wall
-    time and 0.05 s of CPU for the demo's pre-training mixture, measured):
-    it runs in a thread of its own, so the caller goes on at once. The
-    thread is not a daemon: the interpreter joins it at exit, before it
-    finalizes (see `common.shutdown`).
-    """
-    iterator = [self._iterator]
+    threads in the test suite, measured with py-spy)."""
     self._iterator = None
     self._checkpoint = None
-    if iterator[0] is not None:
-      # The list is the last reference: cleared in the thread, the
-      # destructor runs there.
-      threading.Thread(target=iterator.clear,
-                       name="input-iterator-close").start()
 
   @property
   def closed(self) -> bool:
