@@ -217,6 +217,7 @@ def test_converter_packed_loss_equals_unpacked(kind):
   its loss on the same examples one per row: the mean over examples."""
   import jax  # pylint: disable=g-import-not-at-top
   from tests import test_utils as our_utils  # pylint: disable=g-import-not-at-top
+  from tests import tolerances  # pylint: disable=g-import-not-at-top
   rng = np.random.default_rng(0)
   examples = []
   for m in (5, 9, 3, 7, 4, 16, 6):
@@ -245,8 +246,8 @@ def test_converter_packed_loss_equals_unpacked(kind):
       jax.random.PRNGKey(0), {"input_tokens": (1, 16)})["params"])
   unpacked, packed = (float(our_utils.jit_loss(model, params, b)[0])
                       for b in batches)
-  rtol = our_utils.float32_chain_rtol(our_utils.tiny_network_reductions(
-      our_utils.TINY_CONFIG, 16, our_utils.tiny_head(kind, 16),
+  rtol = tolerances.float32_chain_rtol(tolerances.tiny_network_reductions(
+      our_utils.TINY_CONFIG, 16, tolerances.tiny_head(kind, 16),
       len(examples) * 16))
   np.testing.assert_allclose(packed, unpacked, rtol=rtol)
 

@@ -20,6 +20,7 @@ from rembert_t5x.runner import finetune_packing
 from rembert_t5x.runner import train_config
 from rembert_t5x.runner import train_lib
 from tests import test_utils
+from tests import tolerances
 
 LENGTH = 16
 # Example lengths: 16 fills a row alone; 9 + 7 end at the row's last token.
@@ -49,10 +50,10 @@ def _params(model, seed: int):
 
 def _loss_rtol(kind: str, length: int = LENGTH) -> float:
   """float32 bound on the loss of two evaluations of one tiny-model loss
-  (test_utils.float32_chain_rtol over the encoder, head and mean)."""
+  (tolerances.float32_chain_rtol over the encoder, head and mean)."""
   cfg = test_utils.TINY_CONFIG
-  return test_utils.float32_chain_rtol(test_utils.tiny_network_reductions(
-      cfg, length, test_utils.tiny_head(kind, length), len(LENGTHS) * length))
+  return tolerances.float32_chain_rtol(tolerances.tiny_network_reductions(
+      cfg, length, tolerances.tiny_head(kind, length), len(LENGTHS) * length))
 
 
 def _loss_and_grads(model, params, batch):
@@ -66,9 +67,9 @@ def _loss_and_grads(model, params, batch):
 def _assert_same_gradients(a, b, kind: str = "qa"):
   """Normwise within the float32 bound of a tiny model's gradient."""
   cfg = test_utils.TINY_CONFIG
-  test_utils.assert_trees_close_normwise(
-      b, a, test_utils.tiny_gradient_rtol(
-          cfg, LENGTH, test_utils.tiny_head(kind, LENGTH),
+  tolerances.assert_trees_close_normwise(
+      b, a, tolerances.tiny_gradient_rtol(
+          cfg, LENGTH, tolerances.tiny_head(kind, LENGTH),
           len(LENGTHS) * LENGTH), num_terms=len(LENGTHS) * LENGTH)
 
 

@@ -23,6 +23,7 @@ from rembert_t5x import layer_stacking
 from rembert_t5x import models
 from rembert_t5x import network
 from tests import test_utils
+from tests import tolerances
 
 # One pre-training-only layer on top of two kept ones (paper Table 5).
 CFG = dataclasses.replace(test_utils.TINY_CONFIG, num_pretraining_only_layers=1)
@@ -85,8 +86,8 @@ def test_same_loss_and_gradients_as_plain_network(reference, scan, policy):
     # (measured <= 2e-7 here); a mixed-up layer moves leaves by O(1).
     positions = int(batch["input_tokens"].size)
     length = batch["input_tokens"].shape[1]
-    test_utils.assert_trees_close_normwise(
-        got, want, test_utils.tiny_gradient_rtol(CFG, length, ("mlm",),
+    tolerances.assert_trees_close_normwise(
+        got, want, tolerances.tiny_gradient_rtol(CFG, length, ("mlm",),
                                                  positions), positions)
     return
   for name in want:  # remat alone recomputes the same ops: bit-identical
@@ -148,7 +149,7 @@ def test_finetuning_init_across_layouts():
     outputs.append(network.RemBertEncoder(ft_cfg).apply(
         {"params": params["encoder"]}, tokens))
   # Scanned vs unrolled encoder: its float32 forward bound, normwise.
-  atol = test_utils.float32_chain_rtol(test_utils.tiny_network_reductions(
+  atol = tolerances.float32_chain_rtol(tolerances.tiny_network_reductions(
       CFG, tokens.shape[1], (None,))) * float(np.abs(outputs[1]).max())
   np.testing.assert_allclose(outputs[0], outputs[1], rtol=0, atol=atol)
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rembert_t5x import layers
-from tests import test_utils
+from tests import tolerances
 
 
 def _dense(wide_output):
@@ -40,8 +40,8 @@ def test_wide_output_dense_matches_the_plain_product(shape):
   # One product in another order: float32 bound of its reductions (5
   # inputs, 37 outputs, the rows), normwise per leaf.
   rows = int(np.prod(shape[:-1]))
-  test_utils.assert_trees_close_normwise(
-      g_wide, g_plain, test_utils.float32_chain_rtol([5, 37, 37, rows]), rows)
+  tolerances.assert_trees_close_normwise(
+      g_wide, g_plain, tolerances.float32_chain_rtol([5, 37, 37, rows]), rows)
 
 
 def _primitives(fn, *args):
@@ -264,6 +264,6 @@ def test_embed_gradient_accumulates_in_float32_under_bfloat16():
   # (4096 - 1) u = 2.4e-4. A bfloat16 scatter-add stalls: 87% short here
   # (sequential), >= 2.8e-4 even summed pairwise.
   np.testing.assert_allclose(np.asarray(grad[1], np.float64), want,
-                             rtol=test_utils.float32_sum_rtol(
+                             rtol=tolerances.float32_sum_rtol(
                                  4096, evaluations=1))
   np.testing.assert_array_equal(np.asarray(grad)[[0, 2, 3]], 0.0)

@@ -14,6 +14,7 @@ from rembert_t5x import configs
 from rembert_t5x import models
 from rembert_t5x import network
 from tests import test_utils
+from tests import tolerances
 
 B, L = test_utils.TINY_BATCH_SHAPE
 CFG = test_utils.TINY_CONFIG
@@ -94,8 +95,8 @@ def test_mlm_gathered_head_gives_the_same_loss_and_gradients():
   g_gath = test_utils.jit_grad(gathered, params, batch)
   # Same formula, other gather/scatter order: the float32 gradient bound of
   # the tiny model; dropping or misplacing a prediction moves whole leaves.
-  test_utils.assert_trees_close_normwise(
-      g_gath, g_full, test_utils.tiny_gradient_rtol(CFG, L, ("mlm",), B * L),
+  tolerances.assert_trees_close_normwise(
+      g_gath, g_full, tolerances.tiny_gradient_rtol(CFG, L, ("mlm",), B * L),
       B * L)
 
 
@@ -122,7 +123,7 @@ def test_cross_entropy_matches_optax_values_and_gradients():
   # gradient is w (p - onehot), w <= 1) is within (2 M + 13) u relative, M =
   # max |z|, per evaluation; the loss sums 12 cross entropies <= M + log 11.
   m = float(jnp.max(jnp.abs(logits)))
-  per_position = test_utils.float32_chain_rtol([2 * m, 11 + 2])
+  per_position = tolerances.float32_chain_rtol([2 * m, 11 + 2])
   np.testing.assert_allclose(ours(logits), ref(logits), rtol=0,
                              atol=12 * per_position * (m + np.log(11)))
   np.testing.assert_allclose(jax.grad(ours)(logits), jax.grad(ref)(logits),
@@ -176,7 +177,7 @@ def test_retrieval_model_embeds_with_the_pretrained_encoder():
   # The same encoder at another length: float32 forward bound (the pooled
   # mean's L terms included), relative to the embedding's scale; attending
   # to the padding moves it by ~1e-3 relative.
-  rtol = test_utils.float32_chain_rtol(test_utils.tiny_network_reductions(
+  rtol = tolerances.float32_chain_rtol(tolerances.tiny_network_reductions(
       CFG, L, (None,), loss_positions=L))
   np.testing.assert_allclose(model.predict_batch(mlm_params, trimmed)[0],
                              full[1], rtol=0,
@@ -221,7 +222,7 @@ def test_best_spans_brute_force():
     # the sum cancels to near zero.
     np.testing.assert_allclose(
         scores[b], best[0], rtol=0,
-        atol=3 * test_utils.U32 * (np.abs(start[b]).max() + np.abs(end[b]).max()))
+        atol=3 * tolerances.U32 * (np.abs(start[b]).max() + np.abs(end[b]).max()))
 
 
 def test_finetuning_init_drops_the_output_embedding_and_extra_layers():
@@ -283,9 +284,9 @@ def test_padded_vocabulary_is_numerically_the_plain_model(coupled,
   # instead of 97, so XLA may block it and the decoder differently); a
   # padded row leaking into the softmax (bias 1e4) moves everything by O(1).
   positions = int(batch["weights"].size)
-  forward_rtol = test_utils.float32_chain_rtol(
-      test_utils.tiny_network_reductions(padded_cfg, L, ("mlm",), positions))
-  grad_rtol = test_utils.tiny_gradient_rtol(padded_cfg, L, ("mlm",), positions)
+  forward_rtol = tolerances.float32_chain_rtol(
+      tolerances.tiny_network_reductions(padded_cfg, L, ("mlm",), positions))
+  grad_rtol = tolerances.tiny_gradient_rtol(padded_cfg, L, ("mlm",), positions)
   loss, metrics = jax.jit(plain.loss_fn)(params, batch)
   padded_loss, padded_metrics = jax.jit(padded.loss_fn)(padded_params, batch)
   np.testing.assert_allclose(padded_loss, loss, rtol=forward_rtol)
@@ -307,7 +308,7 @@ def test_padded_vocabulary_is_numerically_the_plain_model(coupled,
       pad_rows = (slice(None),) * axis + (slice(97, None),)
       assert not np.any(np.asarray(padded_grads[path])[pad_rows]), path
     got[path], want[path] = np.asarray(padded_grads[path])[rows], g
-  test_utils.assert_trees_close_normwise(got, want, grad_rtol, positions)
+  tolerances.assert_trees_close_normwise(got, want, grad_rtol, positions)
   preds = np.asarray(padded.predict_batch(padded_params, batch))
   np.testing.assert_array_equal(preds, jax.jit(plain.predict_batch)(params, batch))
   assert preds.max() < 97
@@ -391,7 +392,7 @@ def test_microbatches_sum_to_the_full_batch_gradient(kind, k=3):
       model, params, models.with_full_batch_loss_weight(model, batch), k)
   # The same sums split three ways (a micro-batch mean instead of the full
   # batch's is off by factors, below).
-  test_utils.assert_same_sums(grads, full_grads, metrics["loss"].compute(),
+  tolerances.assert_same_sums(grads, full_grads, metrics["loss"].compute(),
                               full_metrics["loss"].compute(), kind, batch, CFG)
   if kind not in ("pair", "tagging"):
     return
@@ -401,10 +402,10 @@ def test_microbatches_sum_to_the_full_batch_gradient(kind, k=3):
   naive, _ = _t5x_style_accumulation(model, params, batch, k)
   if kind == "pair":
     rows, length = batch["input_tokens"].shape
-    test_utils.assert_trees_close_normwise(
+    tolerances.assert_trees_close_normwise(
         naive, jax.tree_util.tree_map(lambda g: k * g, full_grads),
-        test_utils.tiny_gradient_rtol(
-            CFG, length, test_utils.tiny_head(kind, length), rows * length),
+        tolerances.tiny_gradient_rtol(
+            CFG, length, tolerances.tiny_head(kind, length), rows * length),
         rows * length)
   else:
     ratios = [float(jnp.vdot(n, n) / jnp.vdot(f, f)) for n, f in zip(

@@ -14,6 +14,7 @@ from rembert_t5x import network
 from rembert_t5x import partitioning
 from rembert_t5x.common import errors
 from tests import test_utils
+from tests import tolerances
 
 GOLDEN = test_utils.REPO_ROOT / "tests" / "testdata" / "tiny_params_golden.json"
 HEADS = {
@@ -129,7 +130,7 @@ def test_packed_segments_do_not_attend_to_each_other():
   # The float32 forward bound of the encoder at length 10, relative to the
   # outputs' scale (~3): 3e-4; segments attending to each other move them by
   # ~9e-3.
-  atol = test_utils.float32_chain_rtol(test_utils.tiny_network_reductions(
+  atol = tolerances.float32_chain_rtol(tolerances.tiny_network_reductions(
       c, 10, (None,))) * float(np.abs(alone_a).max())
   np.testing.assert_allclose(packed[0, :6], alone_a[0], atol=atol)
   np.testing.assert_allclose(packed[0, 6:], alone_b[0], atol=atol)
@@ -142,7 +143,7 @@ def test_padding_does_not_change_real_positions():
   tokens = jnp.asarray([[7, 8, 9, 10, 0, 0, 0, 0]])
   short = jax.jit(model.apply)(variables, tokens[:, :4])
   padded = jax.jit(model.apply)(variables, tokens)
-  atol = test_utils.float32_chain_rtol(test_utils.tiny_network_reductions(
+  atol = tolerances.float32_chain_rtol(tolerances.tiny_network_reductions(
       c, 8, (None,))) * float(np.abs(short).max())  # as above
   np.testing.assert_allclose(padded[0, :4], short[0], atol=atol)
 
@@ -216,7 +217,7 @@ def test_retrieval_pools_the_hidden_states_of_its_layer():
   real = np.asarray(tokens != 0, np.float32)[..., None]
   # The encoder's float32 forward bound at length 11 (the mean's terms
   # included), relative to the hidden states' scale (normwise).
-  atol = test_utils.float32_chain_rtol(test_utils.tiny_network_reductions(
+  atol = tolerances.float32_chain_rtol(tolerances.tiny_network_reductions(
       DEEP, 11, (None,), loss_positions=11)) * float(np.abs(hidden3).max())
   expected = (hidden3 * real).sum(1) / real.sum(1)
   # The full encoder's parameters (layers 3-5 unused) restore into it.

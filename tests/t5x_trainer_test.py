@@ -18,6 +18,7 @@ import pytest
 from rembert_t5x import models
 from rembert_t5x import optimizer
 from tests import test_utils
+from tests import tolerances
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("t5x") is None,
@@ -108,7 +109,7 @@ def test_t5x_accumulate_grads_microbatched_gives_full_batch_gradient(kind):
       model, state, models.with_full_batch_loss_weight(model, batch), rng,
       num_microbatches=3)
   # The same sums split three ways.
-  test_utils.assert_same_sums(micro, full, micro_metrics["loss"].compute(),
+  tolerances.assert_same_sums(micro, full, micro_metrics["loss"].compute(),
                               full_metrics["loss"].compute(), kind, batch, CFG)
 
 
@@ -149,9 +150,9 @@ def test_full_batch_loss_trainer_step_equals_the_full_batch_step():
   # gradient bound; T5X's per-microbatch means move them by > 50% (below).
   rows, length = batch["input_tokens"].shape
   delta = lambda p: jax.tree_util.tree_map(lambda a, b: a - b, p, params)
-  test_utils.assert_trees_close_normwise(
+  tolerances.assert_trees_close_normwise(
       delta(ours), delta(full),
-      test_utils.tiny_gradient_rtol(CFG, length, ("classes", 7),
+      tolerances.tiny_gradient_rtol(CFG, length, ("classes", 7),
                                     rows * length), rows * length)
   moved = lambda p: np.concatenate([np.ravel(a - b) for a, b in zip(
       jax.tree_util.tree_leaves(p), jax.tree_util.tree_leaves(params))])

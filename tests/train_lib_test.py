@@ -12,6 +12,7 @@ from rembert_t5x import models
 from rembert_t5x import optimizer
 from rembert_t5x.runner import train_lib
 from tests import test_utils
+from tests import tolerances
 
 
 def test_optimizer_matches_optax_reference_over_steps():
@@ -169,12 +170,12 @@ def test_gradient_accumulation_gives_the_full_batch_gradient(accum):
   # of squares adding its own terms; accuracy: exact counts).
   rows, length = batch["input_tokens"].shape
   delta = lambda p: jax.tree_util.tree_map(lambda a, b: a - b, p, params)
-  test_utils.assert_trees_close_normwise(
+  tolerances.assert_trees_close_normwise(
       delta(acc.params), delta(full.params),
-      test_utils.tiny_gradient_rtol(config, length, ("classes", 5),
+      tolerances.tiny_gradient_rtol(config, length, ("classes", 5),
                                     rows * length), rows * length)
-  forward_rtol = test_utils.float32_chain_rtol(
-      test_utils.tiny_network_reductions(config, length, ("classes", 5),
+  forward_rtol = tolerances.float32_chain_rtol(
+      tolerances.tiny_network_reductions(config, length, ("classes", 5),
                                          rows * length))
   for key in ("loss", "grad_norm", "token_accuracy"):
     np.testing.assert_allclose(acc_m[key], full_m[key], rtol=2 * forward_rtol
