@@ -94,6 +94,8 @@ _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit)\b.*: ")
 
 def _parse_override(text: str):
   key, _, value = text.partition("=")
+  if value in ("True", "False"):  # as gin and Python write booleans
+    return key, value == "True"
   try:
     value = json.loads(value)
   except json.JSONDecodeError:
@@ -520,7 +522,7 @@ def main(argv=None) -> None:
   p.add_argument("--steps", type=int, default=10)
   p.add_argument("--warmup", type=int, default=3)
   p.add_argument("--override", action="append", default=[],
-                 help="RemBertConfig field=value (JSON value or string)")
+                 help="RemBertConfig field=value (JSON value, True/False, or string)")
   p.add_argument("--variants", default=",".join(
       f"{d}:{a}" for d, a in VARIANTS),
                  help="comma-separated dtype:attention list; first = reference")
