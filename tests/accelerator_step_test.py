@@ -48,6 +48,11 @@ def test_override_parses_json_and_strings():
   assert accelerator_step._parse_override("num_layers=3") == ("num_layers", 3)
   assert accelerator_step._parse_override("dtype=bfloat16") == (
       "dtype", "bfloat16")
+  # Booleans as gin writes them, and as JSON does.
+  assert accelerator_step._parse_override("scan_layers=True") == (
+      "scan_layers", True)
+  assert accelerator_step._parse_override("scan_layers=false") == (
+      "scan_layers", False)
 
 
 def test_flop_model_counts_the_gathered_head():
