@@ -26,6 +26,12 @@ ANSWER = "mat"
 # killed here.
 TIMEOUT_S = 120
 
+# A shuffle buffer of seqio's default 1,000 windows over this 40-question
+# file kept filling past the error (TF logged it 8 times, ~2 s apart) before
+# the run saw it: 10 s more a run. With 64 the error ends the run after one
+# pass, and the run still hung 3 of 3 times with the fix switched off.
+SHUFFLE_BUFFER = 64
+
 # The task module the run imports (MIXTURE_OR_TASK_MODULE). Its first
 # preprocessor sleeps 0.1 s in a `tf.numpy_function` per question, 16 at a
 # time, as a reader of a slow disk or a remote file would: Python calls are
@@ -59,7 +65,8 @@ registry.add_task(
         qa.qa_windows_preprocessor, max_seq_length=32, doc_stride=8,
         source={path!r})],
     output_features=qa.output_features(
-        vocabulary.RemBertVocabulary({spm!r}), 32))
+        vocabulary.RemBertVocabulary({spm!r}), 32),
+    shuffle_buffer_size={shuffle_buffer})
 """
 
 
@@ -76,7 +83,8 @@ def bad_squad_run(tmp_path):
   squad.write_text(json.dumps({"data": [{"paragraphs": [
       {"context": CONTEXT, "qas": questions}]}]}))
   (tmp_path / "no_hang_tasks.py").write_text(TASK_MODULE.format(
-      task=TASK, path=str(squad), spm=vocab.sentencepiece_model_file))
+      task=TASK, path=str(squad), spm=vocab.sentencepiece_model_file,
+      shuffle_buffer=SHUFFLE_BUFFER))
   run_gin = tmp_path / "run.gin"
   run_gin.write_text(test_utils.tiny_run_gin(
       TASK, length=32, model="RemBertQAModel",
