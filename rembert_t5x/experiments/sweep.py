@@ -269,7 +269,7 @@ def run_point(workdir: str, point: GridPoint, config, pretrained: str,
   """Fine-tunes one grid point, selects its checkpoint on English dev,
   evaluates every family with it; writes its results.json (and with a
   `submission.Request`, its predictions of the request's split)."""
-  # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
+  # Deferred: TensorFlow and seqio, +5-7 s CPU (sweep alone: 3 s; measured).
   from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
   from rembert_t5x.runner import jobs  # pylint: disable=g-import-not-at-top
   from rembert_t5x.runner import train as runner_train  # pylint: disable=g-import-not-at-top
@@ -303,7 +303,7 @@ def run_point(workdir: str, point: GridPoint, config, pretrained: str,
         "tasks": {t: m for t, m in sorted(results.items())
                   if _in_family(t, ev.family)}}
   if request is not None:
-    # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
+    # Deferred: TensorFlow and seqio, +5-7 s CPU (sweep alone: 3 s; measured).
     from rembert_t5x.experiments import submission  # pylint: disable=g-import-not-at-top
     submission.write_run_predictions(request, path.parent, spec, model,
                                      params, lengths)
@@ -347,7 +347,7 @@ def run_local(workdir: str, points: Sequence[GridPoint], config,
     records.append(json.loads(path.read_text()))
   table = sweep_report.write_outputs(workdir, records, title, paper)
   if request is not None:
-    # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
+    # Deferred: TensorFlow and seqio, +5-7 s CPU (sweep alone: 3 s; measured).
     from rembert_t5x.experiments import submission  # pylint: disable=g-import-not-at-top
     runs = [submission.SweepRun(p.task, p.learning_rate, p.seed,
                                 results_path(workdir, p).parent,
@@ -388,13 +388,13 @@ def t5x_commands(workdir: str, points: Sequence[GridPoint], model_gin: str,
   (docs/T5X.md, "Pods").
   """
   if request is not None:
-    # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
+    # Deferred: TensorFlow and seqio, +5-7 s CPU (sweep alone: 3 s; measured).
     from rembert_t5x.experiments import submission  # pylint: disable=g-import-not-at-top
   lines = ["set -e", "# A pod: run this same script on every worker at once "
            "(nothing changes per host); the directories must then be in a "
            "bucket (docs/T5X.md, \"Pods\")."]
   if xtreme_dir:
-    # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
+    # Deferred: TensorFlow and seqio, +5-7 s CPU (sweep alone: 3 s; measured).
     from rembert_t5x.experiments import xtreme_local  # pylint: disable=g-import-not-at-top
     lines.append(f"export {xtreme_local.XTREME_DIR_ENV}="
                  f"{shlex.quote(os.path.abspath(xtreme_dir))}")
@@ -592,7 +592,7 @@ def _main(args) -> None:
     if args.experiment == "demo":
       raise errors.UserError("--xtreme_dir applies to the paper's grids "
                           "(table10, table15), not to the demo tasks")
-    # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
+    # Deferred: TensorFlow and seqio, +5-7 s CPU (sweep alone: 3 s; measured).
     from rembert_t5x.experiments import xtreme_local  # pylint: disable=g-import-not-at-top
     languages = args.languages.split(",") if args.languages else None
     if languages and args.runner == "t5x":
@@ -606,7 +606,7 @@ def _main(args) -> None:
     if not args.xtreme_dir:
       raise errors.UserError("--submission_dir needs --xtreme_dir (the XTREME "
                              "files the predictions follow)")
-    # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
+    # Deferred: TensorFlow and seqio, +5-7 s CPU (sweep alone: 3 s; measured).
     from rembert_t5x.experiments import submission  # pylint: disable=g-import-not-at-top
     request = submission.Request(
         args.submission_dir, os.path.abspath(args.xtreme_dir),

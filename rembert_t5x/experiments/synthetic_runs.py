@@ -253,21 +253,6 @@ def model_config(gin_file: str = sweep.TINY_GIN,
                              vocab_size=vocab_size, **overrides)
 
 
-def pretrain(config: network.RemBertConfig, model_dir: str, mixture: str,
-             settings: RunSettings, seed: int) -> Dict[str, Any]:
-  """MLM pre-training on `mixture` (packed rows); the final metrics."""
-  return runner_train.train_model(
-      models.RemBertMLMModel(network.RemBertForMaskedLM(config),
-                             max_predictions_per_seq=MAX_PREDICTIONS),
-      runner_jobs.experiment_config(
-          model_dir=model_dir, mixture_or_task_name=mixture,
-          task_feature_lengths={"input_tokens": settings.pretrain_length},
-          train_steps=settings.pretrain_steps,
-          batch_size=settings.batch_size,
-          learning_rate=settings.pretrain_learning_rate, seed=seed,
-          pack=True))
-
-
 def finetune_model(family: str, config: network.RemBertConfig):
   """The model class of a synthetic task family over `config`."""
   return sweep.make_model(sweep.demo_tasks()[family], config)
@@ -294,10 +279,20 @@ class Session:
 
   def pretrain(self, config: network.RemBertConfig, model_dir: str,
                seed: int) -> Dict[str, Any]:
-    """`pretrain` on the synthetic corpus; the final metrics."""
+    """MLM pre-training on the synthetic corpus (packed rows); the final
+    metrics."""
     with self.clock.stage("pretrain"):
-      return pretrain(config, model_dir, self.names["mlm"], self.settings,
-                      seed)
+      return runner_train.train_model(
+          models.RemBertMLMModel(network.RemBertForMaskedLM(config),
+                                 max_predictions_per_seq=MAX_PREDICTIONS),
+          runner_jobs.experiment_config(
+              model_dir=model_dir, mixture_or_task_name=self.names["mlm"],
+              task_feature_lengths={
+                  "input_tokens": self.settings.pretrain_length},
+              train_steps=self.settings.pretrain_steps,
+              batch_size=self.settings.batch_size,
+              learning_rate=self.settings.pretrain_learning_rate, seed=seed,
+              pack=True))
 
   def finetune(self, model, model_dir: str, family: str, length: int,
                seed: int, init_checkpoint: str, pack: Optional[bool] = None
