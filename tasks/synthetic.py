@@ -52,18 +52,13 @@ from rembert_tasks import registry
 DATA_DIR_ENV = "REMBERT_SYNTHETIC_DIR"
 DEFAULT_DATA_DIR = os.path.join(
     os.path.expanduser("~"), ".cache", "rembert_t5x", "synthetic-v1")
-# The synthetic languages have a few hundred surface words; SentencePiece
-# refuses much larger vocabularies on this corpus.
-VOCAB_SIZE = 400
 PREFIX = "rembert_synthetic_"
-# Sequence lengths that fit the synthetic examples (see synthetic.py).
-QA_SETTINGS = dict(max_seq_length=96, doc_stride=32, max_query_length=32,
-                   max_answer_length=12, n_best=20)
 PAIR_LABEL_IDS = {"0": 0, "1": 1}
 
 
 def prepare(data_dir: Optional[str] = None, seed: int = 0,
-            vocab_size: int = VOCAB_SIZE, **sizes) -> Dict[str, Any]:
+            vocab_size: int = synthetic.VOCAB_SIZE,
+            **sizes) -> Dict[str, Any]:
   """Generates the data and vocabulary in `data_dir` unless already there.
 
   The directory is built under a temporary name and renamed when complete,
@@ -120,8 +115,8 @@ def _path(manifest, *parts) -> str:
 
 
 def register_synthetic(manifest: Dict[str, Any], prefix: str = PREFIX,
-                       vocabulary=None,
-                       qa_max_seq_length: int = QA_SETTINGS["max_seq_length"],
+                       vocabulary=None, qa_max_seq_length: int =
+                       synthetic.QA_SETTINGS["max_seq_length"],
                        shuffle_buffer_size: Optional[int] = None,
                        prepare_on_read: bool = False) -> Dict[str, str]:
   """Registers the MLM, pair, tag and QA tasks over a prepared directory.
@@ -190,16 +185,16 @@ def register_synthetic(manifest: Dict[str, Any], prefix: str = PREFIX,
   windows = functools.partial(
       qa.qa_windows_preprocessor,
       max_seq_length=qa_max_seq_length,
-      doc_stride=QA_SETTINGS["doc_stride"],
-      max_query_length=QA_SETTINGS["max_query_length"],
+      doc_stride=synthetic.QA_SETTINGS["doc_stride"],
+      max_query_length=synthetic.QA_SETTINGS["max_query_length"],
       source="synthetic", on_misaligned="raise")
   registry.register_zero_shot(
       "qa", sources("qa", lambda paths, lang: _squad_source(paths)),
       output_features=qa.output_features(vocabulary, qa_max_seq_length),
       preprocessors=[windows],
       postprocess_fn=functools.partial(
-          qa.postprocess_window, n_best=QA_SETTINGS["n_best"],
-          max_answer_length=QA_SETTINGS["max_answer_length"]),
+          qa.postprocess_window, n_best=synthetic.QA_SETTINGS["n_best"],
+          max_answer_length=synthetic.QA_SETTINGS["max_answer_length"]),
       metric_fns=[standard_errors.squad_with_se], **family)
   names.update({f: f"{prefix}{f}_zeroshot" for f in ("pair", "tag", "qa")})
   return names

@@ -699,6 +699,13 @@ SPLITS = ("train", "dev", "test")
 
 # `generate`'s default corpus size: sentences (= lines) per language.
 CORPUS_SENTENCES = 3000
+# The tasks' vocabulary size: the languages have a few hundred surface
+# words; SentencePiece refuses much larger vocabularies on this corpus.
+VOCAB_SIZE = 400
+# QA windows and answer limit that fit the examples: the tasks
+# (`rembert_tasks.synthetic`) and the models fine-tuned on them read these.
+QA_SETTINGS = dict(max_seq_length=96, doc_stride=32, max_query_length=32,
+                   max_answer_length=12, n_best=20)
 _EXTENSIONS = {"pair": "tsv", "tag": "tsv", "qa": "json"}
 
 

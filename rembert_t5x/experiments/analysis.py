@@ -41,21 +41,24 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import seqio
 
 from rembert_t5x.common import cli
 from rembert_t5x.common import errors
 from rembert_t5x.common import io_utils
-from rembert_t5x import configs
+from rembert_t5x.data import inputs
+from rembert_t5x.data import vocabulary
 from rembert_t5x.experiments import report
 from rembert_t5x.experiments import sweep
 from rembert_t5x.experiments import sweep_report
+from rembert_t5x.experiments import synthetic_runs
+from rembert_t5x.experiments import xtreme_local
 from rembert_t5x import models
 from rembert_t5x import network
 from rembert_t5x import protocol
 from rembert_t5x.runner import checkpoints
 from rembert_t5x.scoring import retrieval_metrics
 
-DEMO_MODEL_GIN = "gin_configs/models/tiny.gin"
 # Task kinds a linear probe reads (one label per word or per pair).
 PROBE_KINDS = ("pair", "tagging")
 # The model features the encoder reads, in its argument order.
@@ -161,8 +164,6 @@ def drop_layers(workdir: str, config: network.RemBertConfig, pretrained: str,
 def _examples(task: sweep.TaskSpec, task_name: str, split: str, limit: int,
               config) -> Dict[str, np.ndarray]:
   """The first `limit` examples of a task's split as model features."""
-  # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
-  from rembert_t5x.data import inputs  # pylint: disable=g-import-not-at-top
   model = sweep.make_model(task, config)
   data = inputs.make_dataset(model, task_name, {"input_tokens": task.length},
                             batch_size=1, split=split, seed=0, pack=False,
@@ -183,8 +184,6 @@ def evaluation_tasks(task: sweep.TaskSpec) -> Dict[str, str]:
   --languages, only those); a language without the split is left out
   (UD-POS dev: kk, th, tl and yo have none).
   """
-  # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
-  import seqio  # pylint: disable=g-import-not-at-top
   ev = task.evaluations[0]
   out = {}
   for t in seqio.get_mixture_or_task(ev.mixture).tasks:
@@ -294,8 +293,6 @@ def _frozen_encoder(mode: str, config: network.RemBertConfig,
   """(encoder params, {language: task name}) that `mode` (probe or align)
   reads; see `probe` for `languages` and `task_prefix`."""
   check_probe_kind(task, mode)
-  # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
-  from rembert_t5x.data import vocabulary  # pylint: disable=g-import-not-at-top
   vocabulary.use_checkpoint_vocabulary(pretrained)  # before the tasks' data
   encoder = models.pretrained_encoder(checkpoints.load_params(pretrained),
                                       config.num_layers)
@@ -527,7 +524,7 @@ def _define_flags(fv: flags.FlagValues) -> None:
   string("languages", None, "with --xtreme_dir: evaluate only these "
          "languages (comma-separated; English is always kept)")
   string("model_gin", None, "model gin file of the pre-trained model "
-         f"(default: demo tasks {DEMO_MODEL_GIN}; XTREME tasks the "
+         f"(default: demo tasks {sweep.TINY_GIN}; XTREME tasks the "
          "rembert_config.json in --pretrained)")
   string("layers", None, "drop_layers: kept-layer counts, comma-separated "
          "(default 1..num_layers)")
@@ -548,50 +545,41 @@ def main(argv=None) -> None:
   print(markdown(result))
 
 
-def _demo_task(args) -> Tuple[sweep.TaskSpec, network.RemBertConfig]:
-  """A synthetic demo task and the tiny model's config."""
-  tasks = sweep.demo_tasks(train_steps=args.train_steps)
-  if args.task not in tasks:
-    hint = (" (an XTREME grid: add --xtreme_dir=DIR)"
-            if args.task in sweep.EXPERIMENTS[args.experiment] else "")
-    raise errors.UserError(f"unknown demo task {args.task!r}{hint}: expected "
-                           f"{sorted(tasks)}")
-  if args.languages:
-    raise errors.UserError("--languages needs --xtreme_dir")
-  task = tasks[args.task]
-  if args.mode in ("probe", "align"):
-    check_probe_kind(task, args.mode)
-  # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
-  from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
-  config = configs.config_from_gin(args.model_gin or DEMO_MODEL_GIN)
-  return task, dataclasses.replace(config,
-                                   vocab_size=synthetic_tasks.VOCAB_SIZE)
-
-
-def _xtreme_task(args) -> Tuple[sweep.TaskSpec, network.RemBertConfig]:
-  """A sweep grid over the local tasks of --xtreme_dir, and the pre-trained
-  model's config (--model_gin, else its MODEL_DIR's rembert_config.json)."""
-  grids = sweep.experiment_tasks(args.experiment)
-  if args.task not in grids:
-    raise errors.UserError(f"--task={args.task} with --xtreme_dir: expected "
-                           f"a grid of {args.experiment}: {sorted(grids)}")
+def _task(args) -> Tuple[sweep.TaskSpec, network.RemBertConfig]:
+  """The grid of --task and the pre-trained model's config: a synthetic demo
+  task and the tiny model's (--model_gin, else `sweep.TINY_GIN`); with
+  --xtreme_dir, a sweep grid over its local tasks and --model_gin, else the
+  MODEL_DIR's rembert_config.json."""
+  if args.xtreme_dir:
+    grids = sweep.experiment_tasks(args.experiment)
+    if args.task not in grids:
+      raise errors.UserError(f"--task={args.task} with --xtreme_dir: "
+                             f"expected a grid of {args.experiment}: "
+                             f"{sorted(grids)}")
+  else:
+    grids = sweep.demo_tasks()
+    if args.task not in grids:
+      hint = (" (an XTREME grid: add --xtreme_dir=DIR)"
+              if args.task in sweep.EXPERIMENTS[args.experiment] else "")
+      raise errors.UserError(f"unknown demo task {args.task!r}{hint}: "
+                             f"expected {sorted(grids)}")
+    if args.languages:
+      raise errors.UserError("--languages needs --xtreme_dir")
   task = grids[args.task]
   if args.mode in ("probe", "align"):
     check_probe_kind(task, args.mode)
   if args.train_steps:
     task = dataclasses.replace(task, train_steps=args.train_steps)
+  if not args.xtreme_dir:
+    return task, synthetic_runs.model_config(args.model_gin or sweep.TINY_GIN)
   config, _ = sweep.network_config(args.pretrained, args.model_gin, None)
-  # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
-  from rembert_t5x.experiments import xtreme_local  # pylint: disable=g-import-not-at-top
   languages = args.languages.split(",") if args.languages else None
-  task = xtreme_local.prepare(args.xtreme_dir, {task.name: task},
-                              languages)[task.name]
-  return task, config
+  return xtreme_local.prepare(args.xtreme_dir, {task.name: task},
+                              languages)[task.name], config
 
 
 def _main(args) -> Dict[str, Any]:
-  task, config = (_xtreme_task(args) if args.xtreme_dir
-                  else _demo_task(args))
+  task, config = _task(args)
   start = time.time()
   if args.mode == "drop_layers":
     layers = ([int(x) for x in args.layers.split(",")] if args.layers

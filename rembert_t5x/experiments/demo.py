@@ -20,12 +20,10 @@ the new head, data order, dropout); the data are generated once with
 are kept in `<workdir>/xla_cache` (`synthetic_runs.compilation_cache`).
 """
 
-import contextlib
 import dataclasses
 import json
 import pathlib
 import shutil
-import time
 from typing import Any, Callable, Dict, List
 
 from absl import flags
@@ -34,19 +32,17 @@ from rembert_t5x.common import cli
 from rembert_t5x.common import errors
 from rembert_t5x.common import io_utils
 from rembert_t5x import configs
-from rembert_t5x.data import synthetic
 from rembert_t5x.experiments import report
+from rembert_t5x.experiments import sweep
 from rembert_t5x.experiments import synthetic_baselines
 from rembert_t5x.experiments import synthetic_runs
 from rembert_t5x.experiments import uncertainty
 from rembert_t5x import network
 from rembert_t5x.runner import eval as eval_lib
-from rembert_t5x.runner import jobs as runner_jobs
-from rembert_tasks import synthetic as synthetic_tasks
 
 VARIANTS = {
     "coupled": "gin_configs/models/tiny_coupled.gin",
-    "decoupled": "gin_configs/models/tiny.gin",
+    "decoupled": sweep.TINY_GIN,
 }
 BASELINE, CANDIDATE = "coupled", "decoupled"
 TASKS = {
@@ -78,10 +74,6 @@ class DemoSettings(synthetic_runs.RunSettings):
   # Fine-tuning packs each step's examples into fewer rows (the runner's
   # default); False trains one example per row, to see what packing saves.
   finetune_pack: bool = True
-  # Pre-training sentences per language. Pre-training's first batch reads
-  # the whole corpus (seqio's 1,000-row shuffle buffers hold all of it):
-  # ~8 s of CPU at the default.
-  corpus_sentences: int = synthetic.CORPUS_SENTENCES
 
   def families(self) -> List[str]:
     return self.tasks.split(",")
@@ -92,47 +84,10 @@ class DemoSettings(synthetic_runs.RunSettings):
       raise errors.UserError(
           f"--tasks {self.tasks!r}: unknown task(s) {unknown}; expected a "
           f"comma-separated subset of {list(TASKS)}")
-    super().check("pretrain_seeds", "finetune_seeds", "corpus_sentences")
+    super().check("pretrain_seeds", "finetune_seeds")
 
 
 FULL = dict(pretrain_seeds=3)
-
-
-class _Clock:
-  """Wall and process CPU seconds since the start, and per stage.
-
-  CPU seconds (all threads, and the worker processes once they have
-  finished) are logged beside wall seconds: on a shared machine the wall
-  time says little about the cost on an idle one.
-  """
-
-  def __init__(self):
-    self.start_wall, self.start_cpu = time.time(), runner_jobs.cpu_seconds()
-    self.stages: Dict[str, List[float]] = {}
-
-  def __call__(self) -> str:
-    return (f"[{time.time() - self.start_wall:5.0f}s wall "
-            f"{runner_jobs.cpu_seconds() - self.start_cpu:5.0f}s cpu]")
-
-  @contextlib.contextmanager
-  def stage(self, name: str):
-    wall, cpu = time.time(), runner_jobs.cpu_seconds()
-    yield
-    self.add({name: [time.time() - wall, runner_jobs.cpu_seconds() - cpu]})
-
-  def add(self, stages: Dict[str, List[float]]) -> None:
-    """Adds stage times (a block's, or a worker's: stage seconds are then
-    summed over processes)."""
-    for name, (wall, cpu) in stages.items():
-      total = self.stages.setdefault(name, [0.0, 0.0])
-      total[0] += wall
-      total[1] += cpu
-
-  def totals(self) -> Dict[str, Any]:
-    return {"seconds": round(time.time() - self.start_wall, 1),
-            "cpu_seconds": round(runner_jobs.cpu_seconds() - self.start_cpu, 1),
-            "stages": {k: [round(w, 1), round(c, 1)]
-                       for k, (w, c) in self.stages.items()}}
 
 
 def run(workdir: str, settings: DemoSettings = DemoSettings(),
@@ -146,19 +101,18 @@ def run(workdir: str, settings: DemoSettings = DemoSettings(),
   settings.check()
   out = pathlib.Path(workdir)
   out.mkdir(parents=True, exist_ok=True)
-  clock = _Clock()
+  clock = synthetic_runs.Clock()
   log(f"{clock()} synthetic data ({settings.eval_examples} dev examples per "
       f"language) and vocabulary in {out / 'data'}")
   with clock.stage("data"):
-    manifest, names = _prepare(out, settings)
+    manifest, session = _prepare(out, settings, clock)
     chance = synthetic_baselines.chance_levels(manifest["dir"], split="dev")
   timing_dir = out / "timing"
   if timing_dir.exists():
     shutil.rmtree(timing_dir)  # stage times of this call only
   workers = synthetic_runs.run_units(
       "rembert_t5x.experiments.demo", out, settings, _todo(out, settings),
-      lambda todo: _work(out, settings, todo, (manifest, names), clock, log),
-      log)
+      lambda todo: _work(out, todo, manifest, session, log), log)
   for worker_file in sorted(timing_dir.glob("*.json")):
     clock.add(json.loads(worker_file.read_text())["stages"])
   results = _collect(out, settings, manifest, chance)
@@ -170,13 +124,12 @@ def run(workdir: str, settings: DemoSettings = DemoSettings(),
   return results
 
 
-def _prepare(out: pathlib.Path, settings: DemoSettings):
-  return synthetic_runs.prepare_data(
-      out, settings, "demo_", {"eval_examples": "eval_examples",
-                               "corpus": "corpus_sentences"},
-      {"qa_max_seq_length": TASKS["qa"]},
-      eval_examples=settings.eval_examples,
-      corpus_sentences=settings.corpus_sentences)
+def _prepare(out: pathlib.Path, settings: DemoSettings,
+             clock: synthetic_runs.Clock):
+  """(manifest, `synthetic_runs.Session` timed by `clock`) of the data."""
+  manifest, names = synthetic_runs.prepare_data(
+      out, settings, "demo_", {"qa_max_seq_length": TASKS["qa"]})
+  return manifest, synthetic_runs.Session(settings, "demo_", names, clock)
 
 
 def _records(settings: DemoSettings, out: pathlib.Path, variant: str):
@@ -196,14 +149,13 @@ def _todo(out: pathlib.Path, settings: DemoSettings) -> List[str]:
       path.exists() for *_, path in _records(settings, out, v))]
 
 
-def _work(out: pathlib.Path, settings: DemoSettings, variants: List[str],
-          prepared, clock: "_Clock", log: Callable[[str], None]) -> None:
+def _work(out: pathlib.Path, variants: List[str], manifest: Dict[str, Any],
+          session: synthetic_runs.Session, log: Callable[[str], None]
+          ) -> None:
   """Pre-trains, fine-tunes and evaluates the runs of `variants` that have
-  no record yet, in this process, writing one record per run; `prepared` is
-  `_prepare`'s output. One `Evaluations` serves every variant (their models
-  of a task share its evaluation examples)."""
-  manifest, names = prepared
-  evaluations = runner_jobs.Evaluations()
+  no record yet, in this process, writing one record per run; `manifest`
+  and `session` are `_prepare`'s."""
+  settings, clock = session.settings, session.clock
   with synthetic_runs.compilation_cache(out / "xla_cache"):
     for variant in variants:
       config = variant_config(variant)
@@ -220,24 +172,16 @@ def _work(out: pathlib.Path, settings: DemoSettings, variants: List[str],
           log(f"{clock()} {variant}: pre-training seed {p}, "
               f"{settings.pretrain_steps} steps "
               f"({counts['pretraining_params']:,} parameters)")
-          with clock.stage("pretrain"):
-            io_utils.atomic_write_json(done, synthetic_runs.pretrain(
-                config, str(pre_dir), names["mlm"], settings,
-                settings.seed + p))
+          io_utils.atomic_write_json(done, session.pretrain(
+              config, str(pre_dir), settings.seed + p))
           continue
-        length, model = TASKS[family], task_models[family]
         seed = settings.seed + p * settings.finetune_seeds + r
         log(f"{clock()} {variant}: {family} on {manifest['train_language']}, "
             f"pre-training seed {p}, fine-tuning seed {seed}: "
             f"{settings.finetune(family)[0]} steps, evaluation")
-        with clock.stage("finetune"):
-          synthetic_runs.finetune(
-              model, str(done.parent), family, f"demo_{family}_train", length,
-              settings, seed, str(pre_dir), pack=settings.finetune_pack)
-        with clock.stage("evaluate"):
-          languages = evaluations.last_checkpoint(
-              str(done.parent), model, names[family],
-              {"input_tokens": length})
+        languages = session.finetune(
+            task_models[family], str(done.parent), family, TASKS[family],
+            seed, str(pre_dir), pack=settings.finetune_pack)
         io_utils.atomic_write_json(done, {
             "variant": variant, "family": family, "pretrain_seed": p,
             "finetune_seed": seed, "languages": languages})
@@ -245,8 +189,7 @@ def _work(out: pathlib.Path, settings: DemoSettings, variants: List[str],
 
 def variant_config(variant: str) -> network.RemBertConfig:
   """The variant's model config with the synthetic vocabulary's size."""
-  return dataclasses.replace(configs.config_from_gin(VARIANTS[variant]),
-                             vocab_size=synthetic_tasks.VOCAB_SIZE)
+  return synthetic_runs.model_config(VARIANTS[variant])
 
 
 def _collect(out: pathlib.Path, settings: DemoSettings,
@@ -273,11 +216,11 @@ def _collect(out: pathlib.Path, settings: DemoSettings,
 def work(out: pathlib.Path, settings: DemoSettings, worker: int) -> None:
   """Worker `worker` of `settings.jobs`: runs its share of the variants,
   then writes its stage times to `<out>/timing/worker-<i>.json`."""
-  clock = _Clock()
+  clock = synthetic_runs.Clock()
   log = lambda m: print(f"[worker {worker}] {m}", flush=True)  # pylint: disable=unnecessary-lambda-assignment
   variants = synthetic_runs.worker_units(VARIANTS, _todo(out, settings),
                                          worker, settings)
-  _work(out, settings, variants, _prepare(out, settings), clock, log)
+  _work(out, variants, *_prepare(out, settings, clock), log)
   log(f"{clock()} done")
   (out / "timing").mkdir(exist_ok=True)
   io_utils.atomic_write_json(out / "timing" / f"worker-{worker}.json",

@@ -39,12 +39,11 @@ from rembert_t5x.experiments import uncertainty
 from rembert_t5x import network
 from rembert_t5x.runner import jobs as runner_jobs
 
-# The base model: the tiny config (H = 64, 2 layers of 4 heads x 16, MLP 256).
-BASE_GIN = "gin_configs/models/tiny.gin"
 NUM_LANGUAGES = 12
 VOCAB_SIZE = 1000  # the most SentencePiece can make of the 12-language corpus
 
-# name: overrides of the base config. E_in = 16 is H / 4 (the paper's 128 is
+# name: overrides of the base model, the tiny config (`sweep.TINY_GIN`: H =
+# 64, 2 layers of 4 heads x 16, MLP 256). E_in = 16 is H / 4 (the paper's 128 is
 # H / 6); E_out 16 / 64 / 256 is H / 4, H, 4H (paper: 128, 768 = H, 3072 = 4H).
 VARIANTS: Dict[str, Dict[str, Any]] = {
     "coupled": dict(input_embed_dim=64, output_embed_dim=64,
@@ -117,7 +116,7 @@ class Settings(synthetic_runs.RunSettings):
   probes: bool = True
 
   def check(self) -> None:
-    super().check("seeds", "corpus_sentences")
+    super().check("seeds")
 
 
 def variant_config(name: str) -> network.RemBertConfig:
@@ -125,8 +124,7 @@ def variant_config(name: str) -> network.RemBertConfig:
   if name not in VARIANTS:
     raise errors.UserError(f"unknown variant {name!r}; expected one of "
                            f"{sorted(VARIANTS)}")
-  base = configs.config_from_gin(BASE_GIN)
-  return dataclasses.replace(base, vocab_size=VOCAB_SIZE, **VARIANTS[name])
+  return synthetic_runs.model_config(vocab_size=VOCAB_SIZE, **VARIANTS[name])
 
 
 def units(settings: Settings) -> List[tuple]:
@@ -144,50 +142,46 @@ def unit_path(out: pathlib.Path, variant: str, seed: int) -> pathlib.Path:
 # --------------------------------------------------------------------------
 
 def prepare(out: pathlib.Path, settings: Settings):
-  """(manifest, task names) of the 12-language synthetic benchmark."""
-  return synthetic_runs.prepare_data(
-      out, settings, "repro_", {"eval_examples": "eval_examples",
-                                "corpus": "corpus_sentences"},
-      vocab_size=VOCAB_SIZE, num_languages=NUM_LANGUAGES,
-      eval_examples=settings.eval_examples,
-      corpus_sentences=settings.corpus_sentences)
+  """(manifest, `synthetic_runs.Session`) of the 12-language synthetic
+  benchmark."""
+  manifest, names = synthetic_runs.prepare_data(
+      out, settings, "repro_", vocab_size=VOCAB_SIZE,
+      num_languages=NUM_LANGUAGES)
+  return manifest, synthetic_runs.Session(settings, "repro_", names)
 
 
 # --------------------------------------------------------------------------
 # One unit: pre-train, fine-tune, evaluate
 # --------------------------------------------------------------------------
 
-def run_unit(out: pathlib.Path, variant: str, p: int, settings: Settings,
-             names: Mapping[str, str], languages: Sequence[str],
-             evaluations, log: Callable[[str], None]) -> Dict[str, Any]:
+def run_unit(out: pathlib.Path, variant: str, p: int,
+             session: synthetic_runs.Session, languages: Sequence[str],
+             log: Callable[[str], None]) -> Dict[str, Any]:
   """Runs one (variant, seed) unit and writes its record.
 
-  `evaluations` (a `runner.jobs.Evaluations`) is shared by the units of one
-  worker, so each task family's evaluation examples are built once.
+  `session` is shared by the units of one worker, so each task family's
+  evaluation examples are built once.
   """
+  settings = session.settings
   config = variant_config(variant)
   unit_dir = unit_path(out, variant, p).parent
   seed = settings.seed + p
   start = time.time()
   pre_dir = unit_dir / "pretrain"
   log(f"{variant} seed {p}: pre-training {settings.pretrain_steps} steps")
-  mlm = synthetic_runs.pretrain(config, str(pre_dir), names["mlm"], settings,
-                                seed)
+  mlm = session.pretrain(config, str(pre_dir), seed)
 
   def finetune(family: str, layers: int) -> Dict[str, Dict[str, float]]:
-    length = sweep.demo_tasks()[family].length
     cfg = config if layers == config.num_layers else analysis.layer_config(
         config, layers)
-    model = synthetic_runs.finetune_model(family, cfg)
     ft_dir = unit_dir / (family if layers == config.num_layers
                          else f"{family}-layers{layers}")
     log(f"{variant} seed {p}: {family}, {layers} layers, "
         f"{settings.finetune(family)[0]} steps")
-    synthetic_runs.finetune(model, str(ft_dir), family,
-                            f"repro_{family}_train", length, settings, seed,
+    return session.finetune(synthetic_runs.finetune_model(family, cfg),
+                            str(ft_dir), family,
+                            sweep.demo_tasks()[family].length, seed,
                             str(pre_dir))
-    return evaluations.last_checkpoint(str(ft_dir), model, names[family],
-                                       {"input_tokens": length})
 
   record = {"variant": variant, "pretrain_seed": p, "seed": seed,
             "params": configs.count_parameters(config),
@@ -217,12 +211,10 @@ def run_unit(out: pathlib.Path, variant: str, p: int, settings: Settings,
 def work(out: pathlib.Path, settings: Settings, todo: Sequence[tuple],
          log: Callable[[str], None] = print) -> None:
   """Runs the units of `todo` in this process."""
-  manifest, names = prepare(out, settings)
-  evaluations = runner_jobs.Evaluations()
+  manifest, session = prepare(out, settings)
   with synthetic_runs.compilation_cache(out / "xla_cache"):
     for variant, p in todo:
-      record = run_unit(out, variant, p, settings, names,
-                        manifest["languages"], evaluations, log)
+      record = run_unit(out, variant, p, session, manifest["languages"], log)
       log(f"{variant} seed {p}: done in {record['seconds']} s")
 
 
@@ -237,7 +229,7 @@ def run(workdir: str, settings: Settings = Settings(),
   settings.check()
   out = pathlib.Path(workdir)
   out.mkdir(parents=True, exist_ok=True)
-  start_wall, start_cpu = time.time(), runner_jobs.cpu_seconds()
+  clock = synthetic_runs.Clock()
   prepare(out, settings)  # once, before the workers
   todo = _todo(out, settings)
   workers = synthetic_runs.run_units(
@@ -246,9 +238,8 @@ def run(workdir: str, settings: Settings = Settings(),
   records = [json.loads(unit_path(out, *u).read_text())
              for u in units(settings)]
   results = analyse(records, settings)
-  results["timing"] = {"seconds": round(time.time() - start_wall, 1),
-                       "cpu_seconds": round(runner_jobs.cpu_seconds() - start_cpu, 1),
-                       "jobs": max(workers, 1), "units_run": len(todo)}
+  results["timing"] = {**clock.elapsed(), "jobs": max(workers, 1),
+                       "units_run": len(todo)}
   write(out, results)
   log(f"wrote {out / 'reproduce.md'}")
   return results

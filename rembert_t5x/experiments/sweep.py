@@ -57,6 +57,8 @@ from rembert_t5x.runner import checkpoints
 
 SEEDS = (0, 1, 2)
 REMBERT_GIN = "gin_configs/models/paper/rembert.gin"
+# The tiny model the synthetic experiments pre-train (demo, reproduce).
+TINY_GIN = "gin_configs/models/tiny.gin"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,11 +115,6 @@ class TaskSpec:
   train_language: str = "en"
   run_file: Optional[str] = None
   max_answer_length: int = 30
-
-  @property
-  def eval_mixture(self) -> str:
-    """The first family's mixture (single-family grids: the demo tasks)."""
-    return self.evaluations[0].mixture
 
 
 def _runs(name: str) -> str:
@@ -184,11 +181,12 @@ def demo_tasks(prefix: str = "rembert_synthetic_",
 
   Fixed step counts (the demo's tuned budget), the same selection and
   per-family evaluation as the paper's grids, on the dev sets. The one home
-  of the synthetic families' objectives, classes and QA answer limit, and of
-  the input lengths `reproduce` measured its results with (the demo's rows
-  are shorter, to fit its data: `demo.TASKS`).
+  of the synthetic families' objectives and classes, and of the input
+  lengths `reproduce` measured its results with (the demo's rows are
+  shorter, to fit its data: `demo.TASKS`); QA's windows and answer limit
+  are the tasks' (`synthetic.QA_SETTINGS`).
   """
-  lang = synthetic.TRAIN_LANGUAGE
+  lang, qa = synthetic.TRAIN_LANGUAGE, synthetic.QA_SETTINGS
 
   def spec(name, kind, classes, lrs, length, steps, **kw):
     return TaskSpec(
@@ -199,7 +197,8 @@ def demo_tasks(prefix: str = "rembert_synthetic_",
   specs = (
       spec("pair", "pair", 2, (5e-4, 1e-3), 64, 300),
       spec("tag", "tagging", len(synthetic.TAGS), (2e-4, 5e-4), 64, 200),
-      spec("qa", "qa", None, (2e-4, 5e-4), 96, 200, max_answer_length=12),
+      spec("qa", "qa", None, (2e-4, 5e-4), qa["max_seq_length"], 200,
+           max_answer_length=qa["max_answer_length"]),
   )
   if train_steps:
     specs = tuple(dataclasses.replace(s, train_steps=train_steps) for s in specs)
@@ -270,7 +269,7 @@ def run_point(workdir: str, point: GridPoint, config, pretrained: str,
   """Fine-tunes one grid point, selects its checkpoint on English dev,
   evaluates every family with it; writes its results.json (and with a
   `submission.Request`, its predictions of the request's split)."""
-  # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
+  # Deferred: TensorFlow and seqio, +5-7 s CPU (sweep alone: 3 s; measured).
   from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
   from rembert_t5x.runner import jobs  # pylint: disable=g-import-not-at-top
   from rembert_t5x.runner import train as runner_train  # pylint: disable=g-import-not-at-top
@@ -304,7 +303,7 @@ def run_point(workdir: str, point: GridPoint, config, pretrained: str,
         "tasks": {t: m for t, m in sorted(results.items())
                   if _in_family(t, ev.family)}}
   if request is not None:
-    # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
+    # Deferred: TensorFlow and seqio, +5-7 s CPU (sweep alone: 3 s; measured).
     from rembert_t5x.experiments import submission  # pylint: disable=g-import-not-at-top
     submission.write_run_predictions(request, path.parent, spec, model,
                                      params, lengths)
@@ -348,7 +347,7 @@ def run_local(workdir: str, points: Sequence[GridPoint], config,
     records.append(json.loads(path.read_text()))
   table = sweep_report.write_outputs(workdir, records, title, paper)
   if request is not None:
-    # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
+    # Deferred: TensorFlow and seqio, +5-7 s CPU (sweep alone: 3 s; measured).
     from rembert_t5x.experiments import submission  # pylint: disable=g-import-not-at-top
     runs = [submission.SweepRun(p.task, p.learning_rate, p.seed,
                                 results_path(workdir, p).parent,
@@ -389,13 +388,13 @@ def t5x_commands(workdir: str, points: Sequence[GridPoint], model_gin: str,
   (docs/T5X.md, "Pods").
   """
   if request is not None:
-    # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
+    # Deferred: TensorFlow and seqio, +5-7 s CPU (sweep alone: 3 s; measured).
     from rembert_t5x.experiments import submission  # pylint: disable=g-import-not-at-top
   lines = ["set -e", "# A pod: run this same script on every worker at once "
            "(nothing changes per host); the directories must then be in a "
            "bucket (docs/T5X.md, \"Pods\")."]
   if xtreme_dir:
-    # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
+    # Deferred: TensorFlow and seqio, +5-7 s CPU (sweep alone: 3 s; measured).
     from rembert_t5x.experiments import xtreme_local  # pylint: disable=g-import-not-at-top
     lines.append(f"export {xtreme_local.XTREME_DIR_ENV}="
                  f"{shlex.quote(os.path.abspath(xtreme_dir))}")
@@ -488,8 +487,8 @@ def _define_flags(fv: flags.FlagValues) -> None:
   integer("train_steps", "overrides every task's fine-tuning steps (local)")
   integer("batch_size", "overrides every task's batch size")
   string("model_gin", None, "model gin file of the pre-trained model "
-         "(default: tiny.gin for demo; otherwise the rembert_config.json of "
-         "--pretrained (local runner) or rembert.gin)")
+         f"(default: {TINY_GIN} for demo; otherwise the rembert_config.json "
+         "of --pretrained (local runner) or rembert.gin)")
   integer("vocab_size", "override VOCAB_SIZE (demo: the synthetic one)")
   string("xtreme_dir", None, "an XTREME download folder: run the grids on "
          "the rembert_local_* tasks over its files instead of TFDS")
@@ -593,7 +592,7 @@ def _main(args) -> None:
     if args.experiment == "demo":
       raise errors.UserError("--xtreme_dir applies to the paper's grids "
                           "(table10, table15), not to the demo tasks")
-    # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
+    # Deferred: TensorFlow and seqio, +5-7 s CPU (sweep alone: 3 s; measured).
     from rembert_t5x.experiments import xtreme_local  # pylint: disable=g-import-not-at-top
     languages = args.languages.split(",") if args.languages else None
     if languages and args.runner == "t5x":
@@ -607,7 +606,7 @@ def _main(args) -> None:
     if not args.xtreme_dir:
       raise errors.UserError("--submission_dir needs --xtreme_dir (the XTREME "
                              "files the predictions follow)")
-    # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
+    # Deferred: TensorFlow and seqio, +5-7 s CPU (sweep alone: 3 s; measured).
     from rembert_t5x.experiments import submission  # pylint: disable=g-import-not-at-top
     request = submission.Request(
         args.submission_dir, os.path.abspath(args.xtreme_dir),
@@ -615,18 +614,15 @@ def _main(args) -> None:
     submission.check_inputs(request, list(tasks.values()))
   points = expand_grid(tasks, learning_rates, seeds)
   model_gin = args.model_gin or (
-      "gin_configs/models/tiny.gin" if args.experiment == "demo" else None)
+      TINY_GIN if args.experiment == "demo" else None)
   if args.runner == "t5x":
     print("\n".join(t5x_commands(
         args.workdir, points,
         model_gin or REMBERT_GIN, args.pretrained,
         xtreme_dir=args.xtreme_dir, request=request)))
     return
-  vocab_size = args.vocab_size
-  if args.experiment == "demo":
-    # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
-    from rembert_tasks import synthetic as synthetic_tasks  # pylint: disable=g-import-not-at-top
-    vocab_size = vocab_size or synthetic_tasks.VOCAB_SIZE
+  vocab_size = args.vocab_size or (
+      synthetic.VOCAB_SIZE if args.experiment == "demo" else None)
   config, config_source = network_config(args.pretrained, model_gin)
   if vocab_size is not None:
     config = dataclasses.replace(config, vocab_size=vocab_size)

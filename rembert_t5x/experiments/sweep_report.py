@@ -158,7 +158,7 @@ def markdown(table: Mapping[str, Any], title: str,
   # Which languages each avg covers: those scored on the family's split. An
   # XTREME family's languages without a score are named (UD-POS dev: kk,
   # th, tl and yo have no dev set; --languages leaves others out).
-  # Deferred: TensorFlow and seqio, +7-10 s of CPU at import (measured).
+  # Deferred: TensorFlow and seqio, +5-7 s CPU (sweep alone: 3 s; measured).
   from rembert_t5x.experiments import xtreme_local  # pylint: disable=g-import-not-at-top
   covered = []
   for name, f in families.items():

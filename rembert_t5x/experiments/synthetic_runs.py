@@ -5,13 +5,15 @@ on the synthetic corpus, fine-tune on its tasks in one language and evaluate
 the others, in units that leave a record on disk (a rerun resumes) and run
 in this process or in worker processes. Their common settings (`RunSettings`,
 each field a command-line flag), the check that a work directory's data
-match them, the runner of units and the training calls live here; each
-experiment keeps its own grid, records and tables.
+match them, the model configs (`model_config`), the runner of units, the
+clock that times them and the training and evaluation calls (`Session`)
+live here; each experiment keeps its own grid, records and tables.
 """
 
 import contextlib
 import dataclasses
 import pathlib
+import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Type
 
 from absl import flags
@@ -20,6 +22,8 @@ from jax.experimental.compilation_cache import compilation_cache as cc
 
 from rembert_t5x.common import cli
 from rembert_t5x.common import errors
+from rembert_t5x import configs
+from rembert_t5x.data import synthetic
 from rembert_t5x.experiments import sweep
 from rembert_t5x import models
 from rembert_t5x import network
@@ -55,6 +59,10 @@ class RunSettings:
   pair_finetune_learning_rate: float = 1e-3
   # Dev examples per language.
   eval_examples: int = 400
+  # Pre-training sentences per language. Pre-training's first batch reads
+  # the whole corpus (seqio's 1,000-row shuffle buffers hold all of it):
+  # ~8 s of CPU at the default.
+  corpus_sentences: int = synthetic.CORPUS_SENTENCES
   # Worker processes the runs are split among (1: all in this process).
   jobs: int = 2
 
@@ -67,8 +75,8 @@ class RunSettings:
   def check(self, *counts: str) -> None:
     """Refuses a count (these and `counts`) below 1, naming its flag."""
     cli.check_at_least_one(self, (
-        *counts, "eval_examples", "pretrain_steps", "finetune_steps",
-        "pair_finetune_steps", "batch_size", "jobs"))
+        *counts, "eval_examples", "corpus_sentences", "pretrain_steps",
+        "finetune_steps", "pair_finetune_steps", "batch_size", "jobs"))
 
 
 def define_flags(fv: flags.FlagValues, cls: Type[RunSettings],
@@ -133,6 +141,49 @@ def worker_units(units: Sequence[Any], todo: Sequence[Any], worker: int,
           if i % settings.jobs == worker and u in todo]
 
 
+class Clock:
+  """Wall and process CPU seconds since the start, and per stage.
+
+  CPU seconds (all threads, and the worker processes once they have
+  finished) are logged beside wall seconds: on a shared machine the wall
+  time says little about the cost on an idle one.
+  """
+
+  def __init__(self):
+    self.start_wall, self.start_cpu = time.time(), runner_jobs.cpu_seconds()
+    self.stages: Dict[str, List[float]] = {}
+
+  def __call__(self) -> str:
+    return (f"[{time.time() - self.start_wall:5.0f}s wall "
+            f"{runner_jobs.cpu_seconds() - self.start_cpu:5.0f}s cpu]")
+
+  @contextlib.contextmanager
+  def stage(self, name: str):
+    wall, cpu = time.time(), runner_jobs.cpu_seconds()
+    yield
+    self.add({name: [time.time() - wall, runner_jobs.cpu_seconds() - cpu]})
+
+  def add(self, stages: Mapping[str, Sequence[float]]) -> None:
+    """Adds stage times (a block's, or a worker's: stage seconds are then
+    summed over processes)."""
+    for name, (wall, cpu) in stages.items():
+      total = self.stages.setdefault(name, [0.0, 0.0])
+      total[0] += wall
+      total[1] += cpu
+
+  def elapsed(self) -> Dict[str, float]:
+    """{"seconds", "cpu_seconds"} since the start."""
+    return {"seconds": round(time.time() - self.start_wall, 1),
+            "cpu_seconds": round(runner_jobs.cpu_seconds() - self.start_cpu,
+                                 1)}
+
+  def totals(self) -> Dict[str, Any]:
+    """`elapsed`, and per stage [wall, CPU] seconds."""
+    return {**self.elapsed(),
+            "stages": {k: [round(w, 1), round(c, 1)]
+                       for k, (w, c) in self.stages.items()}}
+
+
 @contextlib.contextmanager
 def compilation_cache(path: pathlib.Path):
   """JAX's persistent compilation cache in `path` for the block.
@@ -158,24 +209,31 @@ def compilation_cache(path: pathlib.Path):
     cc.reset_cache()
 
 
+# The sizes of the manifest a work directory's data must match: {size in
+# the manifest: field of `RunSettings`}.
+_CHECKED_SIZES = {"eval_examples": "eval_examples",
+                  "corpus": "corpus_sentences"}
+
+
 def prepare_data(out: pathlib.Path, settings: RunSettings, prefix: str,
-                 checked: Mapping[str, str],
                  register: Optional[Mapping[str, Any]] = None, **sizes: Any):
   """(manifest, task names) of the synthetic data in `out/data`, generated
-  with `settings.data_seed` and `sizes` (`rembert_tasks.synthetic.prepare`)
-  unless there, registered under `prefix` (with `register`'s options).
+  with the seed and sizes of `settings` and `sizes`
+  (`rembert_tasks.synthetic.prepare`) unless there, registered under
+  `prefix` (with `register`'s options).
 
   Raises:
     errors.UserError: the directory's data were generated otherwise: its
-      seed or a size of `checked` ({size in the manifest: field of
-      `settings`}) differs.
+      seed or a size of `_CHECKED_SIZES` differs.
   """
-  manifest = synthetic_tasks.prepare(str(out / "data"),
-                                     seed=settings.data_seed, **sizes)
+  manifest = synthetic_tasks.prepare(
+      str(out / "data"), seed=settings.data_seed,
+      eval_examples=settings.eval_examples,
+      corpus_sentences=settings.corpus_sentences, **sizes)
   made = {"data_seed": manifest["seed"],
-          **{k: manifest["sizes"][k] for k in checked}}
+          **{k: manifest["sizes"][k] for k in _CHECKED_SIZES}}
   wanted = {"data_seed": settings.data_seed,
-            **{k: getattr(settings, f) for k, f in checked.items()}}
+            **{k: getattr(settings, f) for k, f in _CHECKED_SIZES.items()}}
   if made != wanted:
     raise errors.UserError(
         f"{out / 'data' / 'manifest.json'}: data were generated with "
@@ -186,19 +244,13 @@ def prepare_data(out: pathlib.Path, settings: RunSettings, prefix: str,
       manifest, prefix=prefix, **(register or {}))
 
 
-def pretrain(config: network.RemBertConfig, model_dir: str, mixture: str,
-             settings: RunSettings, seed: int) -> Dict[str, Any]:
-  """MLM pre-training on `mixture` (packed rows); the final metrics."""
-  return runner_train.train_model(
-      models.RemBertMLMModel(network.RemBertForMaskedLM(config),
-                             max_predictions_per_seq=MAX_PREDICTIONS),
-      runner_jobs.experiment_config(
-          model_dir=model_dir, mixture_or_task_name=mixture,
-          task_feature_lengths={"input_tokens": settings.pretrain_length},
-          train_steps=settings.pretrain_steps,
-          batch_size=settings.batch_size,
-          learning_rate=settings.pretrain_learning_rate, seed=seed,
-          pack=True))
+def model_config(gin_file: str = sweep.TINY_GIN,
+                 vocab_size: int = synthetic.VOCAB_SIZE,
+                 **overrides: Any) -> network.RemBertConfig:
+  """The network config of a model gin file with a synthetic vocabulary's
+  size and `overrides` (a variant's)."""
+  return dataclasses.replace(configs.config_from_gin(gin_file),
+                             vocab_size=vocab_size, **overrides)
 
 
 def finetune_model(family: str, config: network.RemBertConfig):
@@ -206,15 +258,58 @@ def finetune_model(family: str, config: network.RemBertConfig):
   return sweep.make_model(sweep.demo_tasks()[family], config)
 
 
-def finetune(model, model_dir: str, family: str, task: str, length: int,
-             settings: RunSettings, seed: int, init_checkpoint: str,
-             pack: Optional[bool] = None) -> Dict[str, Any]:
-  """Fine-tunes `model` on `task` with the family's steps and learning rate
-  from `init_checkpoint` (`pack`: None is the runner's default); the final
-  metrics."""
-  steps, learning_rate = settings.finetune(family)
-  return runner_train.train_model(model, runner_jobs.experiment_config(
-      model_dir=model_dir, mixture_or_task_name=task,
-      task_feature_lengths={"input_tokens": length}, train_steps=steps,
-      batch_size=settings.batch_size, learning_rate=learning_rate, seed=seed,
-      init_checkpoint=init_checkpoint, pack=pack))
+@dataclasses.dataclass
+class Session:
+  """What the runs of one process share.
+
+  Attributes:
+    settings: the experiment's settings.
+    prefix: the prefix the synthetic tasks are registered under.
+    names: the registered task names (`prepare_data`).
+    clock: times the stages (pre-training, fine-tuning, evaluation).
+    evaluations: one for every model of a task: its evaluation examples
+      are built once.
+  """
+  settings: RunSettings
+  prefix: str
+  names: Mapping[str, str]
+  clock: Clock = dataclasses.field(default_factory=Clock)
+  evaluations: runner_jobs.Evaluations = dataclasses.field(
+      default_factory=runner_jobs.Evaluations)
+
+  def pretrain(self, config: network.RemBertConfig, model_dir: str,
+               seed: int) -> Dict[str, Any]:
+    """MLM pre-training on the synthetic corpus (packed rows); the final
+    metrics."""
+    with self.clock.stage("pretrain"):
+      return runner_train.train_model(
+          models.RemBertMLMModel(network.RemBertForMaskedLM(config),
+                                 max_predictions_per_seq=MAX_PREDICTIONS),
+          runner_jobs.experiment_config(
+              model_dir=model_dir, mixture_or_task_name=self.names["mlm"],
+              task_feature_lengths={
+                  "input_tokens": self.settings.pretrain_length},
+              train_steps=self.settings.pretrain_steps,
+              batch_size=self.settings.batch_size,
+              learning_rate=self.settings.pretrain_learning_rate, seed=seed,
+              pack=True))
+
+  def finetune(self, model, model_dir: str, family: str, length: int,
+               seed: int, init_checkpoint: str, pack: Optional[bool] = None
+               ) -> Dict[str, Dict[str, float]]:
+    """Fine-tunes `model` on the family's training task with its steps and
+    learning rate (`RunSettings.finetune`) from `init_checkpoint` (`pack`:
+    None is the runner's default), then scores the last checkpoint on every
+    language; {language: metrics}."""
+    steps, learning_rate = self.settings.finetune(family)
+    lengths = {"input_tokens": length}
+    with self.clock.stage("finetune"):
+      runner_train.train_model(model, runner_jobs.experiment_config(
+          model_dir=model_dir,
+          mixture_or_task_name=f"{self.prefix}{family}_train",
+          task_feature_lengths=lengths, train_steps=steps,
+          batch_size=self.settings.batch_size, learning_rate=learning_rate,
+          seed=seed, init_checkpoint=init_checkpoint, pack=pack))
+    with self.clock.stage("evaluate"):
+      return self.evaluations.last_checkpoint(model_dir, model,
+                                              self.names[family], lengths)
