@@ -24,6 +24,7 @@ Task names use `_` for `-` in language codes (seqio names allow no `-`).
 
 import functools
 import os
+import zlib
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import seqio
@@ -81,9 +82,16 @@ def mlm_output_features(
   }
 
 
+def mlm_task_seed_key(task_name: str) -> int:
+  """A task's own masking seed key (`preprocessors.mask_tokens`' `seed_key`):
+  a non-zero 31-bit hash of its name, the same in every process."""
+  return zlib.crc32(task_name.encode("utf-8")) % (2**31 - 1) + 1
+
+
 def mlm_preprocessors(text_key: str = "text",
                       from_lines: bool = False,
-                      sequence_length: Optional[int] = None) -> List:
+                      sequence_length: Optional[int] = None,
+                      task_name: Optional[str] = None) -> List:
   """The preprocessing steps of an MLM task.
 
   Args:
@@ -91,6 +99,10 @@ def mlm_preprocessors(text_key: str = "text",
     from_lines: the source yields plain strings (seqio.TextLineDataSource).
     sequence_length: fixed packed length; None uses the length seqio is
       given (`task_feature_lengths["input_tokens"]`).
+    task_name: the task's name, which keys its masks
+      (`mlm_task_seed_key`): seqio seeds every task of a mixture alike, so
+      without it the tasks' k-th rows would be masked at the same positions.
+      None: masks from seqio's seed alone.
 
   Returns:
     A list of seqio preprocessors.
@@ -100,10 +112,13 @@ def mlm_preprocessors(text_key: str = "text",
     pack = functools.partial(
         pack, sequence_length={"input_tokens": sequence_length})
   steps = [preprocessors.line_to_text] if from_lines else []
+  mask = preprocessors.mask_tokens
+  if task_name is not None:
+    mask = functools.partial(mask, seed_key=mlm_task_seed_key(task_name))
   steps += [
       functools.partial(preprocessors.tokenize_text, text_key=text_key),
       pack,
-      preprocessors.mask_tokens,
+      mask,
   ]
   return steps
 
@@ -169,13 +184,14 @@ def register_mc4_mlm(languages: Sequence[str] = MC4_LANGUAGES,
   vocabulary = vocabulary or vocab_lib.default_vocabulary()
   task_names = {}
   for lang in languages:
+    task_name = f"{prefix}_mc4_{task_language_suffix(lang)}"
     task_names[lang] = _add_task(
-        f"{prefix}_mc4_{task_language_suffix(lang)}",
+        task_name,
         source=seqio.TfdsDataSource(
             tfds_name=MC4_TFDS_NAME,
             tfds_data_dir=tfds_data_dir,
             splits={"train": lang, "validation": f"{lang}-validation"}),
-        preprocessors=mlm_preprocessors(),
+        preprocessors=mlm_preprocessors(task_name=task_name),
         output_features=mlm_output_features(vocabulary),
         metric_fns=[])
   return _add_mixture(f"{prefix}_mc4",
@@ -201,13 +217,14 @@ def register_wikipedia_mlm(languages: Sequence[str] = WIKIPEDIA_LANGUAGES,
   task_names = {}
   for lang in languages:
     wiki = _WIKIPEDIA_CODES.get(lang, lang)
+    task_name = f"{prefix}_wikipedia_{task_language_suffix(lang)}"
     task_names[lang] = _add_task(
-        f"{prefix}_wikipedia_{task_language_suffix(lang)}",
+        task_name,
         source=seqio.TfdsDataSource(
             tfds_name=WIKIPEDIA_TFDS_NAME.format(lang=wiki),
             tfds_data_dir=tfds_data_dir,
             splits={"train": "train"}),
-        preprocessors=mlm_preprocessors(),
+        preprocessors=mlm_preprocessors(task_name=task_name),
         output_features=mlm_output_features(vocabulary),
         metric_fns=[])
   return _add_mixture(f"{prefix}_wikipedia",
@@ -284,8 +301,9 @@ def register_local_text_mlm(
       counts[lang] = example_counts[lang]
     else:
       counts[lang] = sum(text_sources.count_text_lines(f) for f in files)
+    task_name = f"{name}_{task_language_suffix(lang)}"
     task_names[lang] = _add_task(
-        f"{name}_{task_language_suffix(lang)}",
+        task_name,
         # cycle_length=1 reads a language's files one after the other, so
         # sequences hold contiguous text rather than interleaved blocks.
         source=(source_wrapper or (lambda source: source))(
@@ -293,7 +311,8 @@ def register_local_text_mlm(
                 {"train": files}, num_input_examples={"train": counts[lang]},
                 cycle_length=1)),
         preprocessors=mlm_preprocessors(
-            from_lines=True, sequence_length=sequence_length),
+            from_lines=True, sequence_length=sequence_length,
+            task_name=task_name),
         output_features=mlm_output_features(vocabulary),
         metric_fns=[], **_shuffle_buffer(shuffle_buffer_size))
   return _add_mixture(name, _mixture_rates(task_names, alpha, counts))
