@@ -38,7 +38,7 @@ PANX_LANGUAGES = (
     "ur", "vi", "yo", "zh")
 # TFDS `wikiann` ClassLabel order; local files are mapped to these ids.
 LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC")
-XTREME_DIR_ENV = "REMBERT_XTREME_DIR"
+XTREME_DIR_ENV = registry.XTREME_DIR_ENV
 
 
 def _register(source_for, vocabulary, prefix, languages) -> List[str]:

@@ -26,7 +26,7 @@ from rembert_tasks import registry
 
 PAWSX_LANGUAGES = ("de", "en", "es", "fr", "ja", "ko", "zh")
 LABELS = xtreme_readers.PAWSX_LABELS
-XTREME_DIR_ENV = "REMBERT_XTREME_DIR"
+XTREME_DIR_ENV = registry.XTREME_DIR_ENV
 
 
 def _register(source_for, vocabulary, prefix, languages) -> List[str]:

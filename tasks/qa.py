@@ -67,7 +67,7 @@ TYDIQA_LANGUAGE_NAMES = {
     "id": "indonesian", "ko": "korean", "ru": "russian", "sw": "swahili",
     "te": "telugu",
 }
-XTREME_DIR_ENV = "REMBERT_XTREME_DIR"
+XTREME_DIR_ENV = registry.XTREME_DIR_ENV
 
 # Paths inside XTREME's download folder (google-research/xtreme
 # `scripts/download_data.sh`).

@@ -25,6 +25,9 @@ from rembert_t5x.data import lazy_vocabulary
 from rembert_t5x.data import xtreme_preprocessors as xp
 from rembert_t5x.data import xtreme_readers
 
+# The environment variable naming XTREME's download folder: where it is set,
+# importing a task module also registers that family's `rembert_local_*` tasks.
+XTREME_DIR_ENV = "REMBERT_XTREME_DIR"
 # (role, language) -> the task's source; role is "train" or "eval".
 SourceFor = Callable[[str, str], seqio.DataSource]
 # A mixture member: a task name, or (name, rate) for a weighted mixture.

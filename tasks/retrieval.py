@@ -57,7 +57,7 @@ TATOEBA_LANGUAGES = {
     "zh": "cmn",
 }
 BUCC_LANGUAGES = ("de", "fr", "ru", "zh")
-XTREME_DIR_ENV = "REMBERT_XTREME_DIR"
+XTREME_DIR_ENV = registry.XTREME_DIR_ENV
 
 
 def _add(name, source, vocabulary, preprocessors, metric) -> str:

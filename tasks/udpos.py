@@ -63,7 +63,7 @@ TFDS_EVAL_SPLITS = {
     "kk": {"test": "test"},
 }
 DEFAULT_EVAL_SPLITS = {"validation": "dev", "test": "test"}
-XTREME_DIR_ENV = "REMBERT_XTREME_DIR"
+XTREME_DIR_ENV = registry.XTREME_DIR_ENV
 
 
 def tfds_name(lang: str) -> str:

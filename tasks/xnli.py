@@ -28,7 +28,7 @@ from rembert_tasks import registry
 XNLI_LANGUAGES = ("ar", "bg", "de", "el", "en", "es", "fr", "hi", "ru", "sw",
                   "th", "tr", "ur", "vi", "zh")
 LABELS = xtreme_readers.XNLI_LABELS
-XTREME_DIR_ENV = "REMBERT_XTREME_DIR"
+XTREME_DIR_ENV = registry.XTREME_DIR_ENV
 
 
 def _register(source_for, vocabulary, prefix, languages,

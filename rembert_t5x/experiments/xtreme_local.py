@@ -19,12 +19,13 @@ from rembert_t5x.common import errors
 from rembert_tasks import panx
 from rembert_tasks import pawsx
 from rembert_tasks import qa
+from rembert_tasks import registry
 from rembert_tasks import udpos
 from rembert_tasks import xnli
 
 TFDS_PREFIX = "rembert_"
 LOCAL_PREFIX = "rembert_local_"
-XTREME_DIR_ENV = "REMBERT_XTREME_DIR"
+XTREME_DIR_ENV = registry.XTREME_DIR_ENV
 # Our split name -> the split part of XTREME's `{split}-{lang}.tsv` names.
 TSV_SPLITS = {"train": "train", "validation": "dev", "test": "test"}
 
