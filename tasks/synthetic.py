@@ -42,6 +42,7 @@ import seqio
 from rembert_t5x.data import pieces
 from rembert_t5x.data import qa
 from rembert_t5x.data import synthetic
+from rembert_t5x.data import synthetic_files
 from rembert_t5x.data import vocabulary as vocabulary_lib
 from rembert_t5x.data import xtreme_readers
 from rembert_t5x.scoring import standard_errors
@@ -69,7 +70,7 @@ def prepare(data_dir: Optional[str] = None, seed: int = 0,
       ~/.cache/rembert_t5x/synthetic-v1).
     seed: data seed.
     vocab_size: SentencePiece vocabulary size.
-    **sizes: passed to `synthetic.generate` (e.g. corpus_sentences).
+    **sizes: passed to `synthetic_files.generate` (e.g. corpus_sentences).
 
   Returns:
     The manifest: {"dir", "vocab", "languages", "train_language", "files"}.
@@ -94,7 +95,7 @@ def _generate(root: pathlib.Path, seed: int, vocab_size: int, sizes) -> None:
   """Writes the data and vocabulary under a temporary name, then renames."""
   tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
   try:
-    files = synthetic.generate(str(tmp), seed=seed, **sizes)
+    files = synthetic_files.generate(str(tmp), seed=seed, **sizes)
     pieces.train_sentencepiece(
         {lang: [path] for lang, path in files["corpus"].items()},
         str(tmp / "spm"), vocab_size=vocab_size, max_sentences=20_000,
@@ -208,11 +209,11 @@ def layout(data_dir: Optional[str] = None) -> Dict[str, Any]:
   """The manifest `prepare(data_dir)` returns with the default sizes, without
   reading or writing anything (the files may not exist yet)."""
   root = str(data_dir or os.environ.get(DATA_DIR_ENV) or DEFAULT_DATA_DIR)
-  codes = synthetic.language_codes()
+  codes = synthetic_files.language_codes()
   return {"dir": root, "vocab": os.path.join(root, "spm.model"),
           "languages": codes, "train_language": synthetic.TRAIN_LANGUAGE,
-          "sizes": {"corpus": synthetic.CORPUS_SENTENCES},
-          "files": synthetic.file_layout(codes)}
+          "sizes": {"corpus": synthetic_files.CORPUS_SENTENCES},
+          "files": synthetic_files.file_layout(codes)}
 
 
 # Directories this process has prepared (or found prepared): `prepare` takes

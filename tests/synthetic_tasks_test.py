@@ -5,7 +5,7 @@ import json
 
 import seqio
 
-from rembert_t5x.data import synthetic
+from rembert_t5x.data import synthetic_files
 from rembert_t5x.data import text_sources
 from rembert_tasks import synthetic as synthetic_tasks
 from tests import test_utils
@@ -19,7 +19,7 @@ def test_layout_is_what_prepare_writes(tmp_path):
   assert planned["files"] == manifest["files"]
   for key in ("dir", "vocab", "languages", "train_language"):
     assert planned[key] == manifest[key]
-  assert planned["sizes"]["corpus"] == synthetic.CORPUS_SENTENCES
+  assert planned["sizes"]["corpus"] == synthetic_files.CORPUS_SENTENCES
 
 
 def test_importing_registers_the_tasks_and_touches_no_data(tmp_path):
@@ -33,7 +33,7 @@ def test_importing_registers_the_tasks_and_touches_no_data(tmp_path):
       code, **{synthetic_tasks.DATA_DIR_ENV: str(data)})
   count, names = out.split(" ", 1)
   # Per language: MLM, and pair, tag and QA evaluation; + 3 training tasks.
-  assert int(count) == 4 * len(synthetic.language_codes()) + 3
+  assert int(count) == 4 * len(synthetic_files.language_codes()) + 3
   assert json.loads(names.replace("'", '"')) == sorted(
       synthetic_tasks.PREFIX + n for n in
       ("mlm", "pair_zeroshot", "tag_zeroshot", "qa_zeroshot"))
@@ -54,8 +54,8 @@ def test_the_first_read_of_a_task_prepares_its_directory(tmp_path):
       "input_tokens"].vocabulary.special_ids.cls
   corpus = root / "corpus" / "qla.txt"
   assert text_sources.count_text_lines(str(corpus)) == (
-      synthetic.CORPUS_SENTENCES)
+      synthetic_files.CORPUS_SENTENCES)
   # The MLM tasks' counts (the mixture rates) were the layout's sizes.
   mlm = seqio.get_mixture_or_task("onread_test_mlm_qla")
-  assert mlm.source.num_input_examples("train") == synthetic.CORPUS_SENTENCES
+  assert mlm.source.num_input_examples("train") == synthetic_files.CORPUS_SENTENCES
   assert names["mlm"] == "onread_test_mlm"

@@ -10,6 +10,7 @@ import pytest
 
 from rembert_t5x.data import squad_files
 from rembert_t5x.data import synthetic
+from rembert_t5x.data import synthetic_files
 from rembert_t5x.data import text_sources
 from rembert_t5x.data import xtreme_readers
 from rembert_t5x.experiments import synthetic_baselines
@@ -22,7 +23,7 @@ SIZES = dict(corpus_sentences=300, pair_train=200, tag_train=100,
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
   root = str(tmp_path_factory.mktemp("synthetic"))
-  synthetic.generate(root, seed=3, languages=ALL_CODES, **SIZES)
+  synthetic_files.generate(root, seed=3, languages=ALL_CODES, **SIZES)
   return root
 
 
@@ -37,7 +38,7 @@ def _lines(path):
 
 
 def test_generate_returns_and_writes_the_documented_layout(tmp_path):
-  files = synthetic.generate(str(tmp_path), seed=0, num_languages=2, **SIZES)
+  files = synthetic_files.generate(str(tmp_path), seed=0, num_languages=2, **SIZES)
   expected = {"corpus/qla.txt", "corpus/qcy.txt", "manifest.json"}
   for task, extension in (("pair", "tsv"), ("tag", "tsv"), ("qa", "json")):
     expected.add(f"{task}/train-qla.{extension}")
@@ -61,7 +62,7 @@ def test_generate_returns_and_writes_the_documented_layout(tmp_path):
 def test_generate_is_deterministic(tmp_path):
   paths = []
   for name, seed in (("a", 7), ("b", 7), ("c", 8)):
-    synthetic.generate(str(tmp_path / name), seed=seed, num_languages=2,
+    synthetic_files.generate(str(tmp_path / name), seed=seed, num_languages=2,
                        **SIZES)
     paths.append(tmp_path / name)
   for relative in ("corpus/qcy.txt", "pair/train-qla.tsv",
@@ -78,9 +79,9 @@ def test_generate_is_deterministic(tmp_path):
 
 def test_unknown_or_missing_train_language_raises(tmp_path):
   with pytest.raises(ValueError, match="unknown"):
-    synthetic.generate(str(tmp_path), languages=["qla", "xx"])
+    synthetic_files.generate(str(tmp_path), languages=["qla", "xx"])
   with pytest.raises(ValueError, match="train_language"):
-    synthetic.generate(str(tmp_path), languages=["qcy", "qgr"])
+    synthetic_files.generate(str(tmp_path), languages=["qcy", "qgr"])
 
 
 def test_pair_files_are_headerless_balanced_and_meaningful(workdir):

@@ -14,6 +14,7 @@ from absl import flags
 
 from rembert_t5x.common import cli
 from rembert_t5x.data import synthetic
+from rembert_t5x.data import synthetic_files
 from rembert_t5x.experiments import synthetic_baselines
 
 
@@ -28,7 +29,7 @@ def _define_flags(fv: flags.FlagValues) -> None:
           f"Use the first N of {[s.code for s in synthetic.LANGUAGES]}.")
   flags.DEFINE_list("languages", None, "Explicit language codes (overrides "
                     "--num_languages).", flag_values=fv)
-  integer("corpus_sentences", synthetic.CORPUS_SENTENCES,
+  integer("corpus_sentences", synthetic_files.CORPUS_SENTENCES,
           "Corpus sentences per language.")
   integer("pair_train", 2000, "Training pairs.")
   integer("tag_train", 1000, "Training sentences for tagging.")
@@ -39,7 +40,7 @@ def _define_flags(fv: flags.FlagValues) -> None:
 
 
 def _main(fv: flags.FlagValues) -> None:
-  synthetic.generate(
+  synthetic_files.generate(
       fv.workdir, seed=fv.seed, num_languages=fv.num_languages,
       languages=fv.languages, corpus_sentences=fv.corpus_sentences,
       pair_train=fv.pair_train, tag_train=fv.tag_train,

@@ -32,7 +32,7 @@ def chance_levels(workdir: str, split: str = "dev") -> Dict[str, Dict[str,
     whitespace-separated token of its context.
 
   Args:
-    workdir: a directory written by `synthetic.generate`.
+    workdir: a directory written by `synthetic_files.generate`.
     split: "dev" or "test".
 
   Returns:

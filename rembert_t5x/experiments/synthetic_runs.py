@@ -24,6 +24,7 @@ from rembert_t5x.common import cli
 from rembert_t5x.common import errors
 from rembert_t5x import configs
 from rembert_t5x.data import synthetic
+from rembert_t5x.data import synthetic_files
 from rembert_t5x.experiments import sweep
 from rembert_t5x import models
 from rembert_t5x import network
@@ -62,7 +63,7 @@ class RunSettings:
   # Pre-training sentences per language. Pre-training's first batch reads
   # the whole corpus (seqio's 1,000-row shuffle buffers hold all of it):
   # ~8 s of CPU at the default.
-  corpus_sentences: int = synthetic.CORPUS_SENTENCES
+  corpus_sentences: int = synthetic_files.CORPUS_SENTENCES
   # Worker processes the runs are split among (1: all in this process).
   jobs: int = 2
 
