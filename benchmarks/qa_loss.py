@@ -36,11 +36,11 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from benchmarks import common  # pylint: disable=g-import-not-at-top
 from rembert_t5x import configs  # pylint: disable=g-import-not-at-top
-from rembert_t5x.experiments import uncertainty  # pylint: disable=g-import-not-at-top
 from rembert_t5x import protocol  # pylint: disable=g-import-not-at-top
 from rembert_t5x.runner import eval as eval_lib  # pylint: disable=g-import-not-at-top
 from rembert_t5x.runner import jobs  # pylint: disable=g-import-not-at-top
 from rembert_t5x.runner import train  # pylint: disable=g-import-not-at-top
+from rembert_t5x.scoring import seed_statistics  # pylint: disable=g-import-not-at-top
 
 PRETRAIN_GIN = "gin_configs/runs/local_tiny_pretrain.gin"
 FINETUNE_GIN = "gin_configs/runs/local_tiny_finetune_qa.gin"
@@ -117,7 +117,7 @@ def run_scores(record: dict) -> dict:
   out = {}
   for metric in METRICS:
     out[f"{TRAIN_LANGUAGE}_{metric}"] = langs[TRAIN_LANGUAGE][metric]
-    out[f"zero_shot_{metric}"] = uncertainty.zero_shot_average(
+    out[f"zero_shot_{metric}"] = seed_statistics.zero_shot_average(
         {l: m[metric] for l, m in langs.items()}, TRAIN_LANGUAGE)
   out["train_wall_s"] = record["train_wall_s"]
   out["train_cpu_s"] = record["train_cpu_s"]
@@ -134,16 +134,16 @@ def summarize(records: list) -> dict:
     summary[setting] = {}
     for key in runs[0]:
       values = [r[key] for r in runs]
-      mean, std = uncertainty.mean_std(values)
+      mean, std = seed_statistics.mean_std(values)
       summary[setting][key] = {"values": values, "mean": mean, "std": std}
   base = by_setting["own_padded"]
   for setting in ("row_padded", "own_packed"):
     for key in base[0]:
       diffs = [r[key] - b[key] for r, b in zip(by_setting[setting], base)]
-      mean, std = uncertainty.mean_std(diffs)
+      mean, std = seed_statistics.mean_std(diffs)
       summary[setting][f"minus_own_padded/{key}"] = {
           "values": diffs, "mean": mean, "std": std,
-          "welch": uncertainty.welch_test([b[key] for b in base],
+          "welch": seed_statistics.welch_test([b[key] for b in base],
                                           [r[key] for r in by_setting[setting]])}
   return summary
 

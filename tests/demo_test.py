@@ -26,7 +26,7 @@ def _workers_in_this_process(module, workers, args):
 
 def test_demo_reports_seeds_error_bars_and_a_verdict(tmp_path, monkeypatch):
   # One task (QA: its metric groups windows by question) keeps the smoke
-  # run short; `uncertainty_test.py` covers the three-task comparison.
+  # run short; `seed_statistics_test.py` covers the three-task comparison.
   settings = demo.DemoSettings(pretrain_steps=2, finetune_steps=2,
                                batch_size=8, finetune_seeds=2,
                                eval_examples=24, tasks="qa",

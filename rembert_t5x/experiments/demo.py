@@ -9,7 +9,7 @@ multilingual corpus made here, fine-tunes each on pair classification,
 entity tagging and extractive QA in one language and evaluates every
 language zero-shot; writes `results.json`, `results.md` and
 `results_<task>.png`. What it runs, how to read its numbers (mean ± std over
-seeds, Welch's t-test: `uncertainty`) and what it costs: docs/EXPERIMENTS.md
+seeds, Welch's t-test: `scoring.seed_statistics`) and what it costs: docs/EXPERIMENTS.md
 ("The offline demo").
 
 Seeds: run r of pre-training seed p uses training seed `seed + p` for
@@ -36,9 +36,9 @@ from rembert_t5x.experiments import report
 from rembert_t5x.experiments import sweep
 from rembert_t5x.experiments import synthetic_baselines
 from rembert_t5x.experiments import synthetic_runs
-from rembert_t5x.experiments import uncertainty
 from rembert_t5x import network
 from rembert_t5x.runner import eval as eval_lib
+from rembert_t5x.scoring import seed_statistics
 
 VARIANTS = {
     "coupled": "gin_configs/models/tiny_coupled.gin",
@@ -229,25 +229,25 @@ def work(out: pathlib.Path, settings: DemoSettings, worker: int) -> None:
 
 def analyse(results: Dict[str, Any]) -> Dict[str, Any]:
   """{"summary": {family: {variant: ...}}, "comparison": {family: ...}}
-  from the per-run records (`uncertainty.summarize` and `.compare`)."""
+  from the per-run records (`seed_statistics.summarize` and `.compare`)."""
   summary = {}
   families = {r["family"] for r in results["runs"]}
   for family, metric in synthetic_runs.FAMILIES.items():
     if family not in families:
       continue
     summary[family] = {
-        v: uncertainty.summarize(
+        v: seed_statistics.summarize(
             [r for r in results["runs"]
              if r["variant"] == v and r["family"] == family],
             metric, results["train_language"])
         for v in results["variants"]}
   return {"summary": summary,
-          "comparison": uncertainty.compare(summary, BASELINE, CANDIDATE)}
+          "comparison": seed_statistics.compare(summary, BASELINE, CANDIDATE)}
 
 
 def zero_shot_chance(results: Dict[str, Any]) -> Dict[str, float]:
   """Chance level of each family's zero-shot average."""
-  return {f: uncertainty.zero_shot_average(levels, results["train_language"])
+  return {f: seed_statistics.zero_shot_average(levels, results["train_language"])
           for f, levels in results["chance"].items()}
 
 
@@ -255,12 +255,12 @@ def summary_table(results: Dict[str, Any]) -> str:
   """Markdown: the zero-shot comparison, then per task a language table."""
   metrics = {f: m for f, m in synthetic_runs.FAMILIES.items()
              if f in results["summary"]}
-  legend = (uncertainty.unit_description(results["summary"]) +
+  legend = (seed_statistics.unit_description(results["summary"]) +
             " eval SE: bootstrap standard error of one run's zero-shot "
             "average over the dev examples (upper bound). p: Welch's t-test "
             "over seeds, Holm-corrected over the tasks; a direction is "
-            f"stated only for p < {uncertainty.ALPHA}.")
-  lines = [uncertainty.comparison_table(
+            f"stated only for p < {seed_statistics.ALPHA}.")
+  lines = [report.comparison_table(
       results["summary"], results["comparison"], metrics, BASELINE, CANDIDATE,
       zero_shot_chance(results)), "", legend, ""]
   train_lang = results["train_language"]

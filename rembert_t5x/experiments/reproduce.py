@@ -35,9 +35,9 @@ from rembert_t5x.experiments import analysis
 from rembert_t5x.experiments import report
 from rembert_t5x.experiments import sweep
 from rembert_t5x.experiments import synthetic_runs
-from rembert_t5x.experiments import uncertainty
 from rembert_t5x import network
 from rembert_t5x.runner import jobs as runner_jobs
+from rembert_t5x.scoring import seed_statistics
 
 NUM_LANGUAGES = 12
 VOCAB_SIZE = 1000  # the most SentencePiece can make of the 12-language corpus
@@ -258,7 +258,7 @@ NOT_TESTED = "not tested (fewer than 2 seeds a side)"
 def unit_scores(record: Mapping[str, Any], train_language: str
                 ) -> Dict[str, float]:
   """{family: zero-shot average, "avg": mean over the families} of a unit."""
-  scores = {f: uncertainty.zero_shot_average(
+  scores = {f: seed_statistics.zero_shot_average(
       {l: m[metric] for l, m in record["families"][f].items()},
       train_language) for f, metric in FAMILIES.items()}
   scores["avg"] = float(np.mean([scores[f] for f in FAMILIES]))
@@ -266,7 +266,7 @@ def unit_scores(record: Mapping[str, Any], train_language: str
 
 
 def direction_verdict(tests: Sequence[Mapping[str, Any]],
-                      alpha: float = uncertainty.ALPHA) -> str:
+                      alpha: float = seed_statistics.ALPHA) -> str:
   """The verdict on one of the paper's directions from its comparisons
   (each {"difference", "p_holm"}, candidate − baseline)."""
   if not tests or any(t["p_holm"] is None for t in tests):
@@ -284,7 +284,7 @@ def test_direction(direction: Direction,
   """Welch's test of every comparison of `direction` on the per-seed values
   (`values[variant]`), Holm-corrected over the direction's comparisons."""
   tests = [dict(baseline=a, candidate=b, **test) for (a, b), test in zip(
-      direction.comparisons, uncertainty.welch_holm(
+      direction.comparisons, seed_statistics.welch_holm(
           [(values[a], values[b]) for a, b in direction.comparisons]))]
   return {"claim": direction.claim, "comparisons": tests,
           "verdict": direction_verdict(tests)}
@@ -299,7 +299,7 @@ def _layer_curve(records, key: str, train_language: str,
     for layers, langs in r.get(key, {}).items():
       scores = {l: (m[metric] if metric else m) for l, m in langs.items()}
       curve.setdefault(layers, []).append(
-          uncertainty.zero_shot_average(scores, train_language))
+          seed_statistics.zero_shot_average(scores, train_language))
   return curve
 
 
@@ -319,13 +319,13 @@ def analyse(records: Sequence[Mapping[str, Any]], settings: Settings,
         "config": VARIANTS.get(name, {}),
         "seeds": [r["pretrain_seed"] for r in runs],
         "values": {k: [s[k] for s in per_seed] for k in per_seed[0]},
-        "mean_std": {k: list(uncertainty.mean_std([s[k] for s in per_seed]))
+        "mean_std": {k: list(seed_statistics.mean_std([s[k] for s in per_seed]))
                      for k in per_seed[0]},
-        "mlm_accuracy": list(uncertainty.mean_std(
+        "mlm_accuracy": list(seed_statistics.mean_std(
             [100 * r["mlm"].get("mlm/accuracy", float("nan")) for r in runs])),
         # The fine-tuning check: the score in the language it was trained on.
         "train_language": {
-            f: list(uncertainty.mean_std(
+            f: list(seed_statistics.mean_std(
                 [r["families"][f][train_language][m] for r in runs]))
             for f, m in FAMILIES.items()},
     }
@@ -354,7 +354,7 @@ def analyse(records: Sequence[Mapping[str, Any]], settings: Settings,
     figure1 = test_direction(
         Direction("dropping the last layer costs more as E_out grows",
                   ((FIGURE1_VARIANTS[0], FIGURE1_VARIANTS[-1]),)), costs)
-    figure1["drop_cost"] = {v: list(uncertainty.mean_std(c))
+    figure1["drop_cost"] = {v: list(seed_statistics.mean_std(c))
                             for v, c in costs.items()}
   return {"settings": dataclasses.asdict(settings),
           "train_language": train_language, "variants": variants,
@@ -400,7 +400,7 @@ def markdown(results: Mapping[str, Any]) -> str:
               f"({FIGURE1_FAMILY}, zero-shot F1)", ""] + report.table(
                   ["model", *(f"{l} layer(s)" for l in kept),
                    "cost of dropping the last layer"],
-                  ([name, *(report.pm(uncertainty.mean_std(
+                  ([name, *(report.pm(seed_statistics.mean_std(
                       v[name]["figure1"][l])) for l in kept),
                     report.pm(f1["drop_cost"][name])]
                    for name in FIGURE1_VARIANTS))
@@ -424,7 +424,7 @@ def markdown(results: Mapping[str, Any]) -> str:
     lines += ["### Linear probes of the frozen pre-trained layers "
               "(entity tags, token accuracy, zero-shot average)", ""] + (
                   report.table(["model", *(f"layer {l}" for l in layers)],
-                               ([name, *(report.pm(uncertainty.mean_std(
+                               ([name, *(report.pm(seed_statistics.mean_std(
                                    curve[l])) for l in layers)]
                                 for name, curve in probes.items()))) + [""]
   seeds = sorted({len(x["seeds"]) for x in v.values()})
@@ -437,7 +437,7 @@ def markdown(results: Mapping[str, Any]) -> str:
       "examples each; avg = mean of the three tasks. p: Welch's t-test over "
       "pre-training seeds on avg, Holm-corrected over the direction's "
       f"comparisons; a direction is reproduced only if every comparison has "
-      f"p < {uncertainty.ALPHA} in the paper's direction.")
+      f"p < {seed_statistics.ALPHA} in the paper's direction.")
   return "\n".join(lines)
 
 
@@ -467,7 +467,7 @@ def plot(results: Mapping[str, Any], path: pathlib.Path) -> None:
       for name in FIGURE1_VARIANTS:
         curve = v[name]["figure1"]
         layers = sorted(curve, key=int)
-        ms = [uncertainty.mean_std(curve[l]) for l in layers]
+        ms = [seed_statistics.mean_std(curve[l]) for l in layers]
         ax.errorbar([int(l) for l in layers], [m for m, _ in ms],
                     yerr=[s for _, s in ms], marker="o", capsize=3, label=name)
       ax.set_xlabel("layers kept")

@@ -18,7 +18,7 @@ from rembert_t5x import protocol
 from rembert_t5x.common import io_utils
 from rembert_t5x.experiments import paper_reference
 from rembert_t5x.experiments import report
-from rembert_t5x.experiments.uncertainty import mean_std
+from rembert_t5x.scoring.seed_statistics import mean_std
 
 
 def format_lr(lr: float) -> str:

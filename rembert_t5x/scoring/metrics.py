@@ -123,7 +123,7 @@ def entity_counts(targets: Sequence[Sequence[str]],
 
   `entity_f1` is 2 * sum(tp) / (sum(predicted) + sum(gold)) over these (an
   entity never spans two sentences), which lets bootstrap standard errors
-  (`rembert_t5x.experiments.uncertainty`) resample sentences without re-extracting.
+  (`rembert_t5x.scoring.seed_statistics`) resample sentences without re-extracting.
   """
   if len(targets) != len(predictions):
     raise ValueError(
@@ -351,7 +351,7 @@ def qa_question_scores(gold_answers: Union[Mapping[str, Sequence[str]],
 
   The per-question terms `qa_scores` averages (arguments as there); a
   question without a prediction scores (0, 0). Bootstrap standard errors
-  (`rembert_t5x.experiments.uncertainty`) resample these.
+  (`rembert_t5x.scoring.seed_statistics`) resample these.
   """
   exact_fn, f1_fn = _pair_scorers(normalization, lang)
   if isinstance(gold_answers, Mapping):

@@ -5,7 +5,7 @@ comes from a bootstrap over evaluation units (examples for pair
 classification, sentences for tagging, questions for QA: the units the
 metric counts), computed inside the metric functions here, so every score
 they report carries `<metric>_se`. The seed-to-seed spread and the tests
-between variants are in `rembert_t5x.experiments.uncertainty`.
+between variants are in `rembert_t5x.scoring.seed_statistics`.
 """
 
 from typing import Any, Callable, Dict, Sequence

@@ -1,10 +1,12 @@
-"""Seed aggregation and the significance test."""
+"""Seed aggregation and the significance test (and the experiments' table
+of a comparison, `report.comparison_table`)."""
 
 
 import numpy as np
 import pytest
 
-from rembert_t5x.experiments import uncertainty
+from rembert_t5x.experiments import report
+from rembert_t5x.scoring import seed_statistics
 
 
 # ---- aggregation over seeds ----------------------------------------------
@@ -18,7 +20,7 @@ def test_summarize_known_numbers():
   runs = [_run(0, 0, {"en": 90, "xa": 40, "xb": 50}, se=2.0),
           _run(0, 1, {"en": 92, "xa": 50, "xb": 60}, se=2.0),
           _run(0, 2, {"en": 94, "xa": 60, "xb": 70}, se=4.0)]
-  s = uncertainty.summarize(runs, "f1", train_language="en")
+  s = seed_statistics.summarize(runs, "f1", train_language="en")
   assert s["languages"]["en"] == [92.0, 2.0]
   assert s["languages"]["xa"] == [50.0, 10.0]
   z = s["zero_shot"]
@@ -32,7 +34,7 @@ def test_summarize_known_numbers():
 def test_summarize_uses_pretraining_seeds_as_units_when_there_are_several():
   runs = [_run(0, 0, {"en": 0, "xa": 40}), _run(0, 1, {"en": 0, "xa": 50}),
           _run(1, 0, {"en": 0, "xa": 60}), _run(1, 1, {"en": 0, "xa": 80})]
-  z = uncertainty.summarize(runs, "f1", "en")["zero_shot"]
+  z = seed_statistics.summarize(runs, "f1", "en")["zero_shot"]
   assert z["unit"] == "pre-training seed"
   assert z["values"] == [45.0, 70.0] and z["n"] == 2
 
@@ -40,28 +42,28 @@ def test_summarize_uses_pretraining_seeds_as_units_when_there_are_several():
 # ---- significance ----------------------------------------------------------
 
 def test_welch_detects_clearly_different_samples():
-  test = uncertainty.welch_test([50.0, 51.0, 52.5], [70.0, 71.5, 72.0])
+  test = seed_statistics.welch_test([50.0, 51.0, 52.5], [70.0, 71.5, 72.0])
   assert test["difference"] == pytest.approx(20.0)
   assert test["p"] < 0.001
   assert 0 < test["low"] < 20 < test["high"]
 
 
 def test_welch_finds_nothing_in_identical_or_overlapping_samples():
-  same = uncertainty.welch_test([50.0, 55.0, 60.0], [50.0, 55.0, 60.0])
+  same = seed_statistics.welch_test([50.0, 55.0, 60.0], [50.0, 55.0, 60.0])
   assert same["difference"] == 0 and same["p"] == pytest.approx(1.0)
   assert same["low"] < 0 < same["high"]
-  noisy = uncertainty.welch_test([50.0, 58.0, 62.0], [52.0, 61.0, 66.0])
+  noisy = seed_statistics.welch_test([50.0, 58.0, 62.0], [52.0, 61.0, 66.0])
   assert noisy["p"] > 0.05
-  constant = uncertainty.welch_test([50.0, 50.0], [50.0, 50.0])
+  constant = seed_statistics.welch_test([50.0, 50.0], [50.0, 50.0])
   assert constant["p"] == 1.0
-  one = uncertainty.welch_test([50.0], [60.0])
+  one = seed_statistics.welch_test([50.0], [60.0])
   assert one["p"] is None and one["difference"] == 10.0
 
 
 def test_holm_adjustment():
-  assert uncertainty.holm([0.01, 0.04, 0.03]) == pytest.approx(
+  assert seed_statistics.holm([0.01, 0.04, 0.03]) == pytest.approx(
       [0.03, 0.06, 0.06])
-  assert uncertainty.holm([0.5, None]) == [0.5, None]
+  assert seed_statistics.holm([0.5, None]) == [0.5, None]
 
 
 def _summaries(values_by_family):
@@ -78,13 +80,13 @@ def test_compare_verdicts_and_table():
       "pair": {"coupled": [50.0, 51.0, 52.0], "decoupled": [70.0, 71.0, 72.5]},
       "tag": {"coupled": [30.0, 36.0, 33.0], "decoupled": [31.0, 35.0, 34.0]},
       "qa": {"coupled": [25.0, 26.0, 25.5], "decoupled": [15.0, 15.5, 16.0]}})
-  comparisons = uncertainty.compare(summaries, "coupled", "decoupled")
+  comparisons = seed_statistics.compare(summaries, "coupled", "decoupled")
   assert comparisons["pair"]["verdict"] == "decoupled higher"
-  assert comparisons["tag"]["verdict"] == uncertainty.NO_DIFFERENCE
+  assert comparisons["tag"]["verdict"] == seed_statistics.NO_DIFFERENCE
   assert comparisons["qa"]["verdict"] == "coupled higher"
   for c in comparisons.values():
     assert c["p_holm"] >= c["p"]
-  table = uncertainty.comparison_table(
+  table = report.comparison_table(
       summaries, comparisons, {"pair": "accuracy", "tag": "f1", "qa": "f1"},
       "coupled", "decoupled", chance={"pair": 50.0})
   lines = table.splitlines()
@@ -95,4 +97,4 @@ def test_compare_verdicts_and_table():
   assert lines[2].endswith("| decoupled higher |")
   assert "no significant difference" in lines[3]
   assert "fine-tuning seeds of one pre-trained model" in (
-      uncertainty.unit_description(summaries))
+      seed_statistics.unit_description(summaries))

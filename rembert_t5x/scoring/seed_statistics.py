@@ -13,7 +13,8 @@ hence Welch's unequal-variance form (docs/EXPERIMENTS.md, "How to read the
 numbers"). The unit is the pre-training seed when a variant has several
 (fine-tuning seeds averaged first: the verdict speaks for the
 architectures), else the fine-tuning seed (it speaks for the two pre-trained
-models only); `unit_description` says which.
+models only); `unit_description` says which. The markdown table of a
+comparison is `rembert_t5x.experiments.report.comparison_table`.
 """
 
 import collections
@@ -21,8 +22,6 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 import numpy as np
 from scipy import stats as scipy_stats
-
-from rembert_t5x.experiments import report
 
 
 ALPHA = 0.05
@@ -175,51 +174,6 @@ def compare(summaries: Mapping[str, Mapping[str, Any]], baseline: str,
       verdict = NO_DIFFERENCE
     out[family] = {**test, "verdict": verdict}
   return out
-
-
-# --------------------------------------------------------------------------
-# Tables
-# --------------------------------------------------------------------------
-
-def _signed(x: Optional[float]) -> str:
-  return "" if x is None else f"{x:+.1f}"
-
-
-def _p(x: Optional[float]) -> str:
-  if x is None:
-    return ""
-  return f"{x:.3f}" if x >= 0.001 else "< 0.001"
-
-
-def comparison_table(summaries: Mapping[str, Mapping[str, Any]],
-                     comparisons: Mapping[str, Mapping[str, Any]],
-                     metrics_by_family: Mapping[str, str],
-                     baseline: str, candidate: str,
-                     chance: Optional[Mapping[str, float]] = None) -> str:
-  """Markdown: one row per family, zero-shot averages of both variants.
-
-  Columns: mean ± std over units (n), the evaluation-set SE of one run's
-  zero-shot average (upper bound, both variants), chance, the difference
-  with its 95% Welch interval, the Holm-adjusted p-value and the verdict.
-  """
-  lines = report.table(["task (metric)", baseline, candidate, "eval SE",
-                        "chance", f"{candidate} − {baseline} [95% CI]",
-                        "p (Welch, Holm)", "verdict"])
-  for family, by_variant in summaries.items():
-    base = by_variant[baseline]["zero_shot"]
-    cand = by_variant[candidate]["zero_shot"]
-    c = comparisons[family]
-    ses = [s["eval_se"] for s in (base, cand) if s["eval_se"] is not None]
-    se = f"{max(ses):.1f}" if ses else ""
-    interval = (f" [{_signed(c['low'])}, {_signed(c['high'])}]"
-                if c["low"] is not None else "")
-    level = f"{chance[family]:.1f}" if chance and family in chance else ""
-    lines.append(report.row([
-        f"{family} ({metrics_by_family[family]})",
-        *(f"{report.pm((s['mean'], s['std']))} (n={s['n']})"
-          for s in (base, cand)), se, level,
-        _signed(c["difference"]) + interval, _p(c["p_holm"]), c["verdict"]]))
-  return "\n".join(lines)
 
 
 def unit_description(summaries: Mapping[str, Mapping[str, Any]]) -> str:
