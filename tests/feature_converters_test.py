@@ -252,6 +252,38 @@ def test_converter_packed_loss_equals_unpacked(kind):
   np.testing.assert_allclose(packed, unpacked, rtol=rtol)
 
 
+@pytest.mark.parametrize("cls,pack", [
+    (fc.MLMFeatureConverter, True), (fc.MLMFeatureConverter, False),
+    (fc.PairClassificationFeatureConverter, True),
+    (fc.PairClassificationFeatureConverter, False),
+    (fc.TaggingFeatureConverter, True), (fc.TaggingFeatureConverter, False),
+    (fc.QAFeatureConverter, True), (fc.QAFeatureConverter, False)])
+def test_every_output_feature_has_its_model_length(cls, pack):
+  """What seqio's length checks (off by default: the converter's
+  docstring) would assert: each output feature, per row, is exactly as long
+  as `get_model_feature_lengths` says, inputs longer than it included."""
+  # 9 > the length: trimmed (QA refuses a window longer than the row,
+  # tests/bad_inputs_test.py, so 8 there).
+  lengths = {1: 3, 2: 8 if cls is fc.QAFeatureConverter else 9, 3: 5}
+  examples = []
+  for i, n in lengths.items():
+    ex = {"input_tokens": [2] + [7] * (n - 2) + [3], "token_types": [0] * n}
+    if "targets" in cls.TOKEN_FEATURES:
+      ex.update(targets=[4] * n, weights=[1.0] * n)
+    ex.update({k: i for k in cls.SCALAR_FEATURES})
+    examples.append(ex)
+  converter = cls(pack=pack)
+  want = converter.get_model_feature_lengths({"input_tokens": 8})
+  rows = list(converter(_dataset(examples), {"input_tokens": 8})
+              .as_numpy_iterator())
+  assert rows and len(rows) <= len(examples)
+  for row in rows:
+    assert set(row) == set(want)
+    assert {k: len(v) for k, v in row.items() if np.ndim(v)} == {
+        k: n for k, n in want.items() if np.ndim(row[k])}
+    assert all(np.ndim(row[k]) == 0 for k in want if np.ndim(row[k]) == 0)
+
+
 def test_model_feature_lengths():
   assert fc.MLMFeatureConverter(pack=True).get_model_feature_lengths(
       {"input_tokens": 16}) == {
