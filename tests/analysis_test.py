@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from rembert_t5x.convert import checkpoint_io
+from rembert_t5x.common import errors
 from rembert_t5x.experiments import analysis
 from rembert_t5x.experiments import sweep
 from rembert_t5x.experiments import xtreme_road
@@ -142,6 +143,20 @@ def test_align_retrieves_each_language_per_layer(pretrained):
   analysis.write(str(root / "align"), result)
   text = (root / "align" / "align.md").read_text()
   assert "chance 12.5" in text and "| 2 |" in text
+
+
+def test_align_refuses_a_checkpoint_of_another_shape(pretrained):
+  """The pre-trained encoder is checked against the config before use: one
+  line naming the misfit parameter (it was Flax's traceback)."""
+  root, pre, manifest, task = pretrained
+  coupled = dataclasses.replace(CONFIG, input_embed_dim=CONFIG.emb_dim)
+  with pytest.raises(errors.UserError, match=(
+      f"checkpoint {pre} does not fit the model of the gin files: it has "
+      r"encoder/.* of shape .*differs from the gin files in input_embed_dim")):
+    analysis.align(str(root / "misfit"), coupled, pre, task,
+                   manifest["languages"], "analysistest_", eval_examples=8,
+                   log=lambda _: None)
+  assert not (root / "misfit").exists()
 
 
 def test_drop_layers_fine_tunes_each_kept_depth(pretrained):

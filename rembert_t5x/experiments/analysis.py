@@ -294,8 +294,11 @@ def _frozen_encoder(mode: str, config: network.RemBertConfig,
   reads; see `probe` for `languages` and `task_prefix`."""
   check_probe_kind(task, mode)
   vocabulary.use_checkpoint_vocabulary(pretrained)  # before the tasks' data
-  encoder = models.pretrained_encoder(checkpoints.load_params(pretrained),
-                                      config.num_layers)
+  # Checked against the config first: a checkpoint of another shape is one
+  # line naming the misfit parameter, not Flax's traceback mid-way.
+  params = checkpoints.load_params_for(models.RemBertRetrievalModel(
+      network.RemBertForRetrieval(config)), pretrained)
+  encoder = models.pretrained_encoder(params, config.num_layers)
   return encoder, ({lang: f"{task_prefix}{task.name}_{lang}"
                     for lang in languages} if languages is not None
                    else evaluation_tasks(task))
