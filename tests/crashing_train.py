@@ -28,9 +28,9 @@ def _kill_self():
   os.kill(os.getpid(), signal.SIGKILL)
 
 
-def arm_after_step(step: int) -> None:
-  """SIGKILLs the process once the state of `step` is computed."""
-  original = train_lib.jit_train_step
+def after_step(original, step: int, action=_kill_self):
+  """`train_lib.jit_train_step` (`original`) whose steps call `action()`
+  once the state of `step` is computed (by default: SIGKILL)."""
 
   def jit_train_step(*args, **kwargs):
     step_fn = original(*args, **kwargs)
@@ -39,11 +39,16 @@ def arm_after_step(step: int) -> None:
       state, metrics = step_fn(state, batch, rng)
       if int(jax.device_get(state.step)) == step:
         jax.block_until_ready(state)
-        _kill_self()
+        action()
       return state, metrics
     return crashing_step
 
-  train_lib.jit_train_step = jit_train_step
+  return jit_train_step
+
+
+def arm_after_step(step: int) -> None:
+  """SIGKILLs the process once the state of `step` is computed."""
+  train_lib.jit_train_step = after_step(train_lib.jit_train_step, step)
 
 
 def arm_in_save(step: int) -> None:
