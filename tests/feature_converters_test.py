@@ -277,11 +277,14 @@ def test_every_output_feature_has_its_model_length(cls, pack):
   rows = list(converter(_dataset(examples), {"input_tokens": 8})
               .as_numpy_iterator())
   assert rows and len(rows) <= len(examples)
+  ranks = {k: spec.rank for k, spec in converter.MODEL_FEATURES.items()}
+  assert set(ranks) == set(want)
   for row in rows:
     assert set(row) == set(want)
-    assert {k: len(v) for k, v in row.items() if np.ndim(v)} == {
-        k: n for k, n in want.items() if np.ndim(row[k])}
-    assert all(np.ndim(row[k]) == 0 for k in want if np.ndim(row[k]) == 0)
+    for name, length in want.items():
+      # Rank-0 features (unpacked labels and positions) have no length.
+      want_shape = () if ranks[name] == 0 else (length,)
+      assert np.shape(row[name]) == want_shape, name
 
 
 def test_model_feature_lengths():

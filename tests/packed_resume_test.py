@@ -1,4 +1,4 @@
-"""A packed fine-tuning run killed mid-way resumes to the uninterrupted losses.
+"""A packed fine-tuning run stopped mid-way resumes to the uninterrupted losses.
 
 The local runner packs each step's examples on the host (fine-tuning's
 default); the packing is a function of the step's batch, so a run stopped
@@ -57,7 +57,7 @@ def _losses(model_dir):
           (pathlib.Path(model_dir) / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_killed_packed_run_resumes_to_the_uninterrupted_losses(
+def test_stopped_packed_run_resumes_to_the_uninterrupted_losses(
     setup, tmp_path, monkeypatch, capsys):
   monkeypatch.syspath_prepend(str(setup))
   killed = tmp_path / "killed"
@@ -71,11 +71,11 @@ def test_killed_packed_run_resumes_to_the_uninterrupted_losses(
         train_lib.jit_train_step, 3, interrupt))
     with pytest.raises(_Interrupted):
       train._main(cli.parse_gin_args(argv))
-  # Stopped after step 3's update: logged up to 2, checkpoint 2 kept.
+  # Stopped after step 3's update: logged up to 2, checkpoint 2 its last.
   assert len(_losses(killed)) == 2
+  assert sorted(p.name for p in (killed / "checkpoints").iterdir()) == ["2"]
   capsys.readouterr()
-  cli.run_main(train._main, [f"--gin_file={setup / 'run.gin'}",
-                            f"--gin.MODEL_DIR='{killed}'"])
+  cli.run_main(train._main, argv)
   resumed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
   assert 1 <= resumed["step_shapes"] <= 8  # a bounded number of programs
   # Packed: fewer rows than the 16 examples of a step (with packing off,

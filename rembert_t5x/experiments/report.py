@@ -65,9 +65,9 @@ def comparison_table(summaries: Mapping[str, Mapping[str, Any]],
   zero-shot average (upper bound, both variants), chance, the difference
   with its 95% Welch interval, the Holm-adjusted p-value and the verdict.
   """
-  lines = table(["task (metric)", baseline, candidate, "eval SE",
-                        "chance", f"{candidate} − {baseline} [95% CI]",
-                        "p (Welch, Holm)", "verdict"])
+  lines = table(["task (metric)", baseline, candidate, "eval SE", "chance",
+                 f"{candidate} − {baseline} [95% CI]", "p (Welch, Holm)",
+                 "verdict"])
   for family, by_variant in summaries.items():
     base = by_variant[baseline]["zero_shot"]
     cand = by_variant[candidate]["zero_shot"]
