@@ -38,10 +38,10 @@ smoke_data() {
   step "synthetic data and vocabulary in $WORK"
 python - <<'PY'
 import glob, os, shutil
-from rembert_t5x.data import pieces, synthetic
+from rembert_t5x.data import pieces, synthetic, synthetic_files
 data = os.environ["REMBERT_SMOKE_DATA"]
-files = synthetic.generate(data, corpus_sentences=400, pair_train=64,
-                           tag_train=64, qa_train=64, eval_examples=16)
+files = synthetic_files.generate(data, corpus_sentences=400, pair_train=64,
+                                 tag_train=64, qa_train=64, eval_examples=16)
 pieces.train_sentencepiece(
     {lang: [path] for lang, path in files["corpus"].items()},
     os.environ["REMBERT_SPM_PATH"][:-len(".model")], vocab_size=400,
