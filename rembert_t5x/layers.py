@@ -274,6 +274,7 @@ class MultiHeadSelfAttention(nn.Module):
     implementation: see `RemBertConfig.attention_implementation`.
     dtype: computation dtype.
     param_dtype: parameter dtype.
+    kernel_init: initializer of the q/k/v/out kernels.
   """
 
   num_heads: int
@@ -282,13 +283,15 @@ class MultiHeadSelfAttention(nn.Module):
   implementation: str = "auto"
   dtype: DType = jnp.float32
   param_dtype: DType = jnp.float32
+  kernel_init: Initializer = default_kernel_init
 
   @nn.compact
   def __call__(self, x: Array, mask: Array, enable_dropout: bool) -> Array:
     joined = self.num_heads * self.head_dim
     dense = lambda name: DenseGeneral(  # pylint: disable=g-long-lambda
         joined, kernel_axes=(axes.EMBED, axes.JOINED_KV),
-        dtype=self.dtype, param_dtype=self.param_dtype, name=name)
+        dtype=self.dtype, param_dtype=self.param_dtype,
+        kernel_init=self.kernel_init, name=name)
     split = (x.shape[0], x.shape[1], self.num_heads, self.head_dim)
     # [batch, length, emb_dim] -> [batch, length, num_heads, head_dim]
     query, key, value = (
@@ -310,7 +313,8 @@ class MultiHeadSelfAttention(nn.Module):
     # [batch, length, num_heads, head_dim] -> [batch, length, emb_dim]
     return DenseGeneral(
         x.shape[-1], kernel_axes=(axes.JOINED_KV, axes.EMBED),
-        dtype=self.dtype, param_dtype=self.param_dtype, name="out")(
+        dtype=self.dtype, param_dtype=self.param_dtype,
+        kernel_init=self.kernel_init, name="out")(
             context.reshape(split[:2] + (joined,)))
 
   def _einsum_attention(self, query, key, value, mask, enable_dropout):
@@ -336,6 +340,7 @@ class MlpBlock(nn.Module):
   mlp_dim: int
   dtype: DType = jnp.float32
   param_dtype: DType = jnp.float32
+  kernel_init: Initializer = default_kernel_init
 
   @nn.compact
   def __call__(self, x: Array) -> Array:
@@ -343,10 +348,10 @@ class MlpBlock(nn.Module):
     # [batch, length, emb_dim] -> [batch, length, mlp_dim]
     h = DenseGeneral(self.mlp_dim, kernel_axes=(axes.EMBED, axes.MLP),
                      dtype=self.dtype, param_dtype=self.param_dtype,
-                     name="wi")(x)
+                     kernel_init=self.kernel_init, name="wi")(x)
     h = gelu(h)
     h = with_sharding_constraint(h, (axes.BATCH, axes.LENGTH, axes.MLP))
     # [batch, length, mlp_dim] -> [batch, length, emb_dim]
     return DenseGeneral(emb_dim, kernel_axes=(axes.MLP, axes.EMBED),
                         dtype=self.dtype, param_dtype=self.param_dtype,
-                        name="wo")(h)
+                        kernel_init=self.kernel_init, name="wo")(h)

@@ -71,6 +71,11 @@ class RemBertConfig:
     dropout_rate: hidden and attention dropout. The paper uses none.
     classifier_dropout_rate: dropout before the task heads (BERT's 0.1).
     layer_norm_epsilon: LayerNorm epsilon (1e-12 as BERT).
+    initializer_range: standard deviation of the truncated-normal
+      initialiser of every kernel and embedding table (BERT's and RemBERT's
+      0.02; Hugging Face's `initializer_range`). Biases start at zero and
+      LayerNorm scales at one. Tiny models learn faster from a larger one
+      (the offline demo's: `synthetic_runs.INITIALIZER_RANGE`).
     pad_id: padding token id; used to derive a padding mask when no
       segment ids are given.
     dtype: computation dtype ("float32" or "bfloat16").
@@ -114,6 +119,7 @@ class RemBertConfig:
   dropout_rate: float = 0.0
   classifier_dropout_rate: float = 0.1
   layer_norm_epsilon: float = 1e-12
+  initializer_range: float = 0.02
   pad_id: int = 0
   dtype: Any = "float32"
   param_dtype: Any = "float32"
@@ -152,6 +158,10 @@ class RemBertConfig:
           "RemBertConfig.tie_embeddings=True (coupled mode) needs "
           f"input_embed_dim == output_embed_dim, got {self.input_embed_dim} "
           f"and {self.output_embed_dim}")
+    if not (isinstance(self.initializer_range, (int, float))
+            and self.initializer_range > 0):
+      raise ValueError("RemBertConfig.initializer_range must be a positive "
+                       f"number, got {self.initializer_range!r}")
     for name in ("dropout_rate", "classifier_dropout_rate"):
       if not 0.0 <= getattr(self, name) < 1.0:
         raise ValueError(
@@ -176,6 +186,11 @@ class RemBertConfig:
             f"RemBertConfig.{name}: unknown dtype {getattr(self, name)!r}") from e
 
   @property
+  def kernel_init(self):
+    """The initialiser of every kernel and embedding table."""
+    return nn.initializers.truncated_normal(stddev=self.initializer_range)
+
+  @property
   def compute_dtype(self):
     return jnp.dtype(self.dtype)
 
@@ -195,11 +210,11 @@ class RemBertConfig:
 
 
 def _dense(config: RemBertConfig, features, kernel_axes, name=None,
-           wide_output=False, kernel_init=layers.default_kernel_init):
+           wide_output=False, kernel_init=None):
   return layers.DenseGeneral(
       features, kernel_axes=kernel_axes, dtype=config.compute_dtype,
       param_dtype=config.weight_dtype, name=name, wide_output=wide_output,
-      kernel_init=kernel_init)
+      kernel_init=kernel_init or config.kernel_init)
 
 
 def _layer_norm(config: RemBertConfig, axis_name: str, name=None):
@@ -236,14 +251,15 @@ class Embeddings(nn.Module):
     # Submodules created in setup take their names from the attributes.
     embed = lambda n, axes_: layers.Embed(  # pylint: disable=g-long-lambda
         n, cfg.input_embed_dim, embedding_axes=axes_,
-        dtype=cfg.compute_dtype, param_dtype=cfg.weight_dtype)
+        dtype=cfg.compute_dtype, param_dtype=cfg.weight_dtype,
+        embedding_init=cfg.kernel_init)
     # Padded vocabulary rows start (and, never used, stay) at zero.
     self.word_embeddings = layers.Embed(
         cfg.padded_vocab_size, cfg.input_embed_dim,
         embedding_axes=(axes.VOCAB, axes.INPUT_EMBED),
         dtype=cfg.compute_dtype, param_dtype=cfg.weight_dtype,
         embedding_init=layers.zero_rows_from(
-            layers.default_kernel_init, cfg.vocab_size, axis=0))
+            cfg.kernel_init, cfg.vocab_size, axis=0))
     self.position_embeddings = embed(
         cfg.max_position_embeddings, (axes.POSITIONS, axes.INPUT_EMBED))
     self.token_type_embeddings = embed(
@@ -278,12 +294,14 @@ class EncoderLayer(nn.Module):
         num_heads=cfg.num_heads, head_dim=cfg.head_dim,
         dropout_rate=cfg.dropout_rate,
         implementation=cfg.attention_implementation, dtype=cfg.compute_dtype,
-        param_dtype=cfg.weight_dtype, name="attention")(x, mask, enable_dropout)
+        param_dtype=cfg.weight_dtype, kernel_init=cfg.kernel_init,
+        name="attention")(x, mask, enable_dropout)
     y = dropout(y, deterministic=not enable_dropout)
     x = _layer_norm(cfg, axes.EMBED, "attention_layer_norm")(x + y)
     # [batch, length, emb_dim] -> [batch, length, emb_dim]
     y = layers.MlpBlock(cfg.mlp_dim, dtype=cfg.compute_dtype,
-                        param_dtype=cfg.weight_dtype, name="mlp")(x)
+                        param_dtype=cfg.weight_dtype,
+                        kernel_init=cfg.kernel_init, name="mlp")(x)
     y = dropout(y, deterministic=not enable_dropout)
     x = _layer_norm(cfg, axes.EMBED, "mlp_layer_norm")(x + y)
     x = layers.with_sharding_constraint(
@@ -476,7 +494,7 @@ class MlmHead(nn.Module):
                       (axes.OUTPUT_EMBED, axes.VOCAB), "decoder",
                       wide_output=True,
                       kernel_init=layers.zero_rows_from(
-                          layers.default_kernel_init, cfg.vocab_size, axis=1)
+                          cfg.kernel_init, cfg.vocab_size, axis=1)
                       )(x)
     if cfg.padded_vocab_size != cfg.vocab_size:
       real = jnp.arange(cfg.padded_vocab_size) < cfg.vocab_size

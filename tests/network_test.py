@@ -100,6 +100,27 @@ def test_decoupled_widths_and_projection():
   assert params["mlm_head"]["decoder"]["kernel"].shape == (c.output_embed_dim, c.vocab_size)
 
 
+def test_initializer_range_scales_every_kernel_and_table():
+  # Every kernel and embedding table is drawn with the config's standard
+  # deviation (truncated at 2 std: the sample std is ~0.88 of it); biases
+  # start at zero and LayerNorm scales at one whatever the range.
+  def stds(initializer_range):
+    config = dataclasses.replace(test_utils.TINY_CONFIG,
+                                 initializer_range=initializer_range)
+    params = flax.traverse_util.flatten_dict(_init(
+        network.RemBertForQuestionAnswering(config))["params"], sep="/")
+    return {k: float(np.std(v)) for k, v in params.items()}
+  small, large = stds(0.02), stds(0.1)
+  weights = [k for k in small if k.endswith(("kernel", "embedding"))]
+  assert len(weights) > 10 and any("word_embeddings" in k for k in weights)
+  for k in weights:
+    if "token_type" in k:  # 2 x 16 values: too few for a tight estimate
+      continue
+    assert 0.7 * 0.02 < small[k] < 1.0 * 0.02, k
+    assert large[k] == pytest.approx(5 * small[k], rel=0.3), k
+  assert all(large[k] == small[k] for k in small if k not in weights)
+
+
 def test_coupled_mode_has_no_projection_and_no_decoder_matrix():
   params = _init(network.RemBertForMaskedLM(test_utils.TINY_COUPLED_CONFIG))["params"]
   assert "embedding_projection" not in params["encoder"]
@@ -179,6 +200,7 @@ def test_dropout_only_when_enabled():
     (dict(dtype="float33"), r"RemBertConfig.dtype: unknown dtype"),
     (dict(num_layers=object()), r"RemBertConfig.num_layers is required but was not set"),
     (dict(vocab_pad_multiple=0), r"RemBertConfig.vocab_pad_multiple must be a positive integer"),
+    (dict(initializer_range=0.0), r"RemBertConfig.initializer_range must be a positive number, got 0.0"),
     (dict(attention_implementation="flash"), r"RemBertConfig.attention_implementation must be one of \('auto', 'einsum', 'xla', 'cudnn'\), got 'flash'"),
 ])
 def test_config_errors_name_the_field(changes, message):

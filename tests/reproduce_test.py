@@ -103,6 +103,8 @@ def test_direction_test_separated_and_overlapping_seeds():
   noisy = reproduce.test_direction(
       direction, {"a": [50.0, 58.0, 45.0], "b": [52.0, 47.0, 57.0]})
   assert noisy["verdict"] == reproduce.NOT_REPRODUCED
+  # Spreads of ~6.6 and 5 points over 3 seeds: only a large effect is seen.
+  assert noisy["comparisons"][0]["detectable"] > 15
   worse = reproduce.test_direction(
       direction, {"a": [60.0, 60.4, 59.6], "b": [50.0, 50.5, 49.5]})
   assert worse["verdict"] == reproduce.OPPOSITE
@@ -137,7 +139,7 @@ def test_analyse_tables_figure1_and_markdown(tmp_path):
   text = reproduce.markdown(results)
   for needle in ("Table 2", "Table 4", "Table 6", "Figure 1 analog",
                  "PT params", "35.0 ± 0.5", "reproduced", "layer 1",
-                 "Convergence check"):
+                 "Convergence check", "detectable with 80% power: ±"):
     assert needle in text
   reproduce.write(tmp_path, results)
   assert (tmp_path / "reproduce.png").stat().st_size > 0

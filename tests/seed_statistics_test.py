@@ -60,6 +60,36 @@ def test_welch_finds_nothing_in_identical_or_overlapping_samples():
   assert one["p"] is None and one["difference"] == 10.0
 
 
+def test_detectable_difference_known_numbers():
+  # n = 3 a side, s = 1: SE = sqrt(2/3), Welch df = 4;
+  # (t[0.975, 4] + t[0.8, 4]) * SE = (2.7764 + 0.9410) * 0.8165.
+  mde = seed_statistics.detectable_difference([1.0, 2.0, 3.0], [2.0, 3.0, 4.0])
+  assert mde == pytest.approx(3.0353, abs=1e-3)
+  # Three comparisons: Holm's first threshold alpha / 3 asks for more.
+  assert seed_statistics.detectable_difference(
+      [1.0, 2.0, 3.0], [2.0, 3.0, 4.0], tests=3) > mde + 0.5
+  assert seed_statistics.detectable_difference([1.0], [2.0, 3.0]) is None
+  assert seed_statistics.detectable_difference([1.0, 1.0], [2.0, 2.0]) == 0.0
+
+
+def test_detectable_difference_is_detected_at_the_stated_power():
+  # Normal seeds with the stated spread and a true difference equal to the
+  # detectable difference (computed from the true spreads): Welch's test
+  # rejects in about 80% of repetitions (the t approximation of the
+  # noncentral t; at 0.5 the power quantile would be missing).
+  rng = np.random.default_rng(0)
+  n, sigma_a, sigma_b = 5, 2.0, 3.0
+  unit = np.arange(n) - (n - 1) / 2
+  unit /= unit.std(ddof=1)  # sample std exactly 1
+  delta = seed_statistics.detectable_difference(unit * sigma_a,
+                                                unit * sigma_b)
+  a = rng.normal(0.0, sigma_a, (4000, n))
+  b = rng.normal(delta, sigma_b, (4000, n))
+  from scipy import stats  # pylint: disable=g-import-not-at-top
+  rejected = stats.ttest_ind(b, a, axis=1, equal_var=False).pvalue < 0.05
+  assert 0.72 < rejected.mean() < 0.88
+
+
 def test_holm_adjustment():
   assert seed_statistics.holm([0.01, 0.04, 0.03]) == pytest.approx(
       [0.03, 0.06, 0.06])
@@ -95,6 +125,12 @@ def test_compare_verdicts_and_table():
   assert ("| pair (accuracy) | 51.0 ± 1.0 (n=3) | 71.2 ± 1.3 (n=3) | 0.8 | "
           "50.0 | +20.2 [") in lines[2]
   assert lines[2].endswith("| decoupled higher |")
+  # tag: spreads of ~3 and ~2 points over 3 seeds; a true difference below
+  # the detectable one would often be missed.
+  tag = comparisons["tag"]
+  assert tag["detectable"] == pytest.approx(seed_statistics.detectable_difference(
+      [30.0, 36.0, 33.0], [31.0, 35.0, 34.0], tests=3))
+  assert f"| ±{tag['detectable']:.1f} | no significant difference |" in lines[3]
   assert "no significant difference" in lines[3]
   assert "fine-tuning seeds of one pre-trained model" in (
       seed_statistics.unit_description(summaries))

@@ -524,6 +524,7 @@ _HF_CONFIG_FIELDS = (
     ("pad_token_id", "pad_id"),
     ("hidden_dropout_prob", "dropout_rate"),
     ("classifier_dropout_prob", "classifier_dropout_rate"),
+    ("initializer_range", "initializer_range"),
 )
 # Fields a checkpoint's architecture is made of (what a gin file must match).
 ARCHITECTURE_FIELDS = ("vocab_size", "input_embed_dim", "emb_dim",
@@ -553,7 +554,7 @@ def config_from_hf(hf_config: Mapping[str, Any], source: str,
     if hf_key in hf_config and hf_config[hf_key] is not None:
       kwargs[ours] = hf_config[hf_key]
     elif hf_key in ("layer_norm_eps", "pad_token_id", "hidden_dropout_prob",
-                    "classifier_dropout_prob"):
+                    "classifier_dropout_prob", "initializer_range"):
       continue  # our defaults are RemBERT's
     else:
       raise ValueError(f"{source}: missing field {hf_key!r}")
@@ -562,7 +563,8 @@ def config_from_hf(hf_config: Mapping[str, Any], source: str,
     raise ValueError(f"{source}: hidden_size {hidden} is not divisible by "
                      f"num_attention_heads {heads}")
   kwargs["head_dim"] = hidden // heads
-  for key in ("dropout_rate", "classifier_dropout_rate", "layer_norm_epsilon"):
+  for key in ("dropout_rate", "classifier_dropout_rate", "layer_norm_epsilon",
+              "initializer_range"):
     if key in kwargs:
       kwargs[key] = float(kwargs[key])
   try:
@@ -610,6 +612,7 @@ def hf_config_dict(config: network.RemBertConfig, head: Head,
       "max_position_embeddings": c.max_position_embeddings,
       "type_vocab_size": c.type_vocab_size,
       "layer_norm_eps": c.layer_norm_epsilon,
+      "initializer_range": c.initializer_range,
       "pad_token_id": c.pad_id,
       "tie_word_embeddings": False,
   }

@@ -69,6 +69,11 @@ class DemoSettings(synthetic_runs.RunSettings):
   """
   pretrain_seeds: int = 1
   finetune_seeds: int = 3
+  # Pre-training rows of 16 pieces (one or two sentences), 2,000 steps: the
+  # tiny encoders leave the unigram plateau within ~1,000 steps and align
+  # the languages; rows of 64 needed ~3,000 steps (docs/DEMO_RESULTS.md).
+  pretrain_steps: int = 2000
+  pretrain_length: int = 16
   # Comma-separated subset of TASKS (a quicker run, or a smoke test).
   tasks: str = ",".join(TASKS)
   # Fine-tuning packs each step's examples into fewer rows (the runner's

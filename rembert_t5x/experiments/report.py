@@ -63,11 +63,13 @@ def comparison_table(summaries: Mapping[str, Mapping[str, Any]],
 
   Columns: mean ± std over units (n), the evaluation-set SE of one run's
   zero-shot average (upper bound, both variants), chance, the difference
-  with its 95% Welch interval, the Holm-adjusted p-value and the verdict.
+  with its 95% Welch interval, the Holm-adjusted p-value, the smallest
+  difference the test detects with 80% power (`seed_statistics.
+  detectable_difference`) and the verdict.
   """
   lines = table(["task (metric)", baseline, candidate, "eval SE", "chance",
                  f"{candidate} − {baseline} [95% CI]", "p (Welch, Holm)",
-                 "verdict"])
+                 "detectable (80% power)", "verdict"])
   for family, by_variant in summaries.items():
     base = by_variant[baseline]["zero_shot"]
     cand = by_variant[candidate]["zero_shot"]
@@ -81,5 +83,7 @@ def comparison_table(summaries: Mapping[str, Mapping[str, Any]],
         f"{family} ({metrics_by_family[family]})",
         *(f"{pm((s['mean'], s['std']))} (n={s['n']})"
           for s in (base, cand)), se, level,
-        _signed(c["difference"]) + interval, _p(c["p_holm"]), c["verdict"]]))
+        _signed(c["difference"]) + interval, _p(c["p_holm"]),
+        "" if c.get("detectable") is None else f"±{c['detectable']:.1f}",
+        c["verdict"]]))
   return "\n".join(lines)

@@ -390,8 +390,11 @@ def markdown(results: Mapping[str, Any]) -> str:
       p = "n/a" if t["p_holm"] is None else f"{t['p_holm']:.3f}"
       ci = ("" if t["low"] is None else
             f" [{t['low']:+.1f}, {t['high']:+.1f}]")
+      detectable = ("" if t.get("detectable") is None else
+                    f"; detectable with 80% power: ±{t['detectable']:.1f}")
       lines.append(f"- {t['candidate']} − {t['baseline']}: avg "
-                   f"{t['difference']:+.1f}{ci}, p (Welch, Holm) = {p}")
+                   f"{t['difference']:+.1f}{ci}, p (Welch, Holm) = {p}"
+                   f"{detectable}")
     lines.append("")
   if results.get("figure1"):
     f1 = results["figure1"]
@@ -437,7 +440,11 @@ def markdown(results: Mapping[str, Any]) -> str:
       "examples each; avg = mean of the three tasks. p: Welch's t-test over "
       "pre-training seeds on avg, Holm-corrected over the direction's "
       f"comparisons; a direction is reproduced only if every comparison has "
-      f"p < {seed_statistics.ALPHA} in the paper's direction.")
+      f"p < {seed_statistics.ALPHA} in the paper's direction. Detectable: the "
+      "smallest true difference the test would find with 80% power at "
+      "Holm's first threshold, from the seeds' spreads "
+      "(`seed_statistics.detectable_difference`): a direction 'not "
+      "reproduced' says only that any effect is below it.")
   return "\n".join(lines)
 
 

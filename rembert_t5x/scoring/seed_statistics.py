@@ -126,6 +126,34 @@ def welch_test(a: Sequence[float], b: Sequence[float],
           "high": float(interval.high), "p": float(result.pvalue)}
 
 
+POWER = 0.8
+
+
+def detectable_difference(a: Sequence[float], b: Sequence[float],
+                          alpha: float = ALPHA, power: float = POWER,
+                          tests: int = 1) -> Optional[float]:
+  """The smallest true difference of means Welch's test of `a` against `b`
+  detects with probability `power` (two-sided, at `alpha / tests`: Holm's
+  first threshold over `tests` comparisons), given their sample spreads.
+
+  (t[1 - alpha/(2 tests)] + t[power]) x SE, with SE = sqrt(s_a^2/n_a +
+  s_b^2/n_b) and t on Welch-Satterthwaite's degrees of freedom; the
+  spreads stand in for the true ones, so the figure is itself uncertain
+  with few seeds. None with fewer than 2 values on a side; 0.0 when neither
+  side varies.
+  """
+  a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+  if len(a) < 2 or len(b) < 2:
+    return None
+  va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+  if va + vb == 0:
+    return 0.0
+  df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+  quantiles = (scipy_stats.t.ppf(1 - alpha / (2 * tests), df) +
+               scipy_stats.t.ppf(power, df))
+  return float(quantiles * np.sqrt(va + vb))
+
+
 def holm(pvalues: Sequence[Optional[float]]) -> List[Optional[float]]:
   """Holm-Bonferroni adjusted p-values (None entries are skipped)."""
   indexed = sorted((p, i) for i, p in enumerate(pvalues) if p is not None)
@@ -139,10 +167,12 @@ def holm(pvalues: Sequence[Optional[float]]) -> List[Optional[float]]:
 
 def welch_holm(samples: Sequence[tuple]) -> List[Dict[str, Optional[float]]]:
   """`welch_test` of each (a, b) of `samples`, each with "p_holm", its
-  p-value Holm-adjusted over them all."""
+  p-value Holm-adjusted over them all, and "detectable", the
+  `detectable_difference` at Holm's first threshold over them all."""
   tests = [welch_test(a, b) for a, b in samples]
-  for test, p in zip(tests, holm([t["p"] for t in tests])):
+  for test, p, (a, b) in zip(tests, holm([t["p"] for t in tests]), samples):
     test["p_holm"] = p
+    test["detectable"] = detectable_difference(a, b, tests=len(samples))
   return tests
 
 
