@@ -35,7 +35,7 @@ from tests import test_utils
 
 RELEASED = test_utils.RELEASED_LAYOUT_IDS
 LENGTHS = {"mlm": 32, "pair": 64, "tag": 64, "qa": 96}
-# The tiny model file's network over the 400-piece synthetic vocabulary.
+# The tiny model file's network, with rows for the 380-piece synthetic vocabulary.
 CONFIG = dataclasses.replace(
     configs.config_from_gin("gin_configs/models/tiny.gin"), vocab_size=400)
 
@@ -44,9 +44,13 @@ CONFIG = dataclasses.replace(
 def data(tmp_path_factory):
   """Synthetic data, its (0-4) vocabulary and a released-layout copy."""
   tmp = tmp_path_factory.mktemp("released")
+  # The released layout puts [MASK] at id 336, so the vocabulary needs 337+
+  # pieces: a fifth language's words make room for 380 (four languages of
+  # 300 sentences support at most 337).
   manifest = synthetic_tasks.prepare(
       str(tmp / "synthetic"), corpus_sentences=300, pair_train=64,
-      tag_train=64, qa_train=64, eval_examples=16)
+      tag_train=64, qa_train=64, eval_examples=16, num_languages=5,
+      vocab_size=380)
   released = test_utils.released_layout_vocabulary(
       manifest["vocab"], str(tmp / "released.model"))
   # Retrieval files in the XTREME/LASER Tatoeba layout, from two synthetic

@@ -131,7 +131,7 @@ def generate(workdir: str, seed: int = 0,
     eval_examples: examples (pairs, sentences, questions) per dev and per test
       file of every language.
     qa_sentences_per_context: sentences per QA context (2 keeps a context
-      plus its question within ~64 pieces of a ~400-piece vocabulary).
+      plus its question within ~64 pieces of a ~330-piece vocabulary).
 
   Returns:
     {"corpus": {lang: path}, "pair" | "tag" | "qa": {split: {lang: path}}}
