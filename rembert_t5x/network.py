@@ -158,8 +158,9 @@ class RemBertConfig:
           "RemBertConfig.tie_embeddings=True (coupled mode) needs "
           f"input_embed_dim == output_embed_dim, got {self.input_embed_dim} "
           f"and {self.output_embed_dim}")
-    if not (isinstance(self.initializer_range, (int, float))
-            and self.initializer_range > 0):
+    if (not isinstance(self.initializer_range, (int, float))
+        or isinstance(self.initializer_range, bool)
+        or not self.initializer_range > 0):
       raise ValueError("RemBertConfig.initializer_range must be a positive "
                        f"number, got {self.initializer_range!r}")
     for name in ("dropout_rate", "classifier_dropout_rate"):

@@ -201,6 +201,7 @@ def test_dropout_only_when_enabled():
     (dict(num_layers=object()), r"RemBertConfig.num_layers is required but was not set"),
     (dict(vocab_pad_multiple=0), r"RemBertConfig.vocab_pad_multiple must be a positive integer"),
     (dict(initializer_range=0.0), r"RemBertConfig.initializer_range must be a positive number, got 0.0"),
+    (dict(initializer_range=True), r"RemBertConfig.initializer_range must be a positive number, got True"),
     (dict(attention_implementation="flash"), r"RemBertConfig.attention_implementation must be one of \('auto', 'einsum', 'xla', 'cudnn'\), got 'flash'"),
 ])
 def test_config_errors_name_the_field(changes, message):

@@ -1,6 +1,6 @@
 r"""The offline demo: coupled vs decoupled embeddings, zero-shot transfer.
 
-  python -m rembert_t5x.experiments.demo --workdir /tmp/demo          # ~12 min on 2 cores
+  python -m rembert_t5x.experiments.demo --workdir /tmp/demo          # ~9 min on 2 idle cores
   python -m rembert_t5x.experiments.demo --workdir /tmp/demo --full   # 3 pre-training seeds
 
 Pre-trains a tiny coupled (tied E_in = E_out = H, the mBERT baseline) and a
@@ -61,8 +61,9 @@ TASKS = {
 class DemoSettings(synthetic_runs.RunSettings):
   """Sizes and seeds of one demo run (every field is a command-line flag).
 
-  Sized for about 10-12 minutes on 2 cores, with the two variants in two
-  worker processes (docs/DEMO_RESULTS.md has the measured runs); `--full` and the step flags run longer. The bootstrap standard error
+  Sized to finish within about 10 minutes on 2 idle cores, with the two
+  variants in two worker processes (docs/DEMO_RESULTS.md has the measured
+  runs); `--full` and the step flags run longer. The bootstrap standard error
   of an accuracy near 60% is ~2.4 points at the default 400 dev examples per
   language (~1.4 for a 3-language average).
   """
