@@ -1,6 +1,6 @@
 r"""The offline demo: coupled vs decoupled embeddings, zero-shot transfer.
 
-  python -m rembert_t5x.experiments.demo --workdir /tmp/demo          # ~9 min on 2 idle cores
+  python -m rembert_t5x.experiments.demo --workdir /tmp/demo          # ~9-10 min on 2 idle cores
   python -m rembert_t5x.experiments.demo --workdir /tmp/demo --full   # 3 pre-training seeds
 
 Pre-trains a tiny coupled (tied E_in = E_out = H, the mBERT baseline) and a
@@ -74,6 +74,11 @@ class DemoSettings(synthetic_runs.RunSettings):
   # the languages; rows of 64 needed ~3,000 steps (docs/DEMO_RESULTS.md).
   pretrain_steps: int = 2000
   pretrain_length: int = 16
+  # Pair fine-tuning: 300 steps at 5e-4. At 150 steps and 1e-3 neither
+  # variant transferred (51-52 zero-shot); with 300 / 400 steps the
+  # decoupled model did (~61, one seed each; docs/DEMO_RESULTS.md).
+  pair_finetune_steps: int = 300
+  pair_finetune_learning_rate: float = 5e-4
   # Comma-separated subset of TASKS (a quicker run, or a smoke test).
   tasks: str = ",".join(TASKS)
   # Fine-tuning packs each step's examples into fewer rows (the runner's
