@@ -69,9 +69,9 @@ class DemoSettings(synthetic_runs.RunSettings):
   """
   pretrain_seeds: int = 1
   finetune_seeds: int = 3
-  # Pre-training rows of 16 pieces (one or two sentences), 2,000 steps: the
-  # tiny encoders leave the unigram plateau within ~1,000 steps and align
-  # the languages; rows of 64 needed ~3,000 steps (docs/DEMO_RESULTS.md).
+  # Pre-training rows of 16 pieces (one or two sentences), 2,000 steps: both
+  # tiny encoders leave the unigram plateau within ~1,000-1,500 steps and
+  # tagging transfers; rows of 64 needed ~3,000 steps (docs/DEMO_RESULTS.md).
   pretrain_steps: int = 2000
   pretrain_length: int = 16
   # Pair fine-tuning: 300 steps at 5e-4. At 150 steps and 1e-3 neither
