@@ -32,6 +32,7 @@ from rembert_t5x.common import io_utils
 from rembert_t5x import configs
 from rembert_t5x.data import synthetic
 from rembert_t5x.experiments import analysis
+from rembert_t5x.experiments import demo
 from rembert_t5x.experiments import report
 from rembert_t5x.experiments import sweep
 from rembert_t5x.experiments import synthetic_runs
@@ -112,8 +113,14 @@ FIGURE1_FAMILY = "tag"
 @dataclasses.dataclass
 class Settings(synthetic_runs.RunSettings):
   """Sizes and seeds of one reproduction (every field is a flag); the
-  learning rates and fine-tuning steps are the demo's."""
-  pretrain_steps: int = 600
+  pre-training regime, learning rates and fine-tuning steps are the demo's
+  (`demo.DemoSettings`: the regime in which its tiny encoders leave the
+  unigram plateau and tagging transfers)."""
+  pretrain_steps: int = demo.DemoSettings.pretrain_steps
+  pretrain_length: int = demo.DemoSettings.pretrain_length
+  pair_finetune_steps: int = demo.DemoSettings.pair_finetune_steps
+  pair_finetune_learning_rate: float = (
+      demo.DemoSettings.pair_finetune_learning_rate)
   eval_examples: int = 150
   seeds: int = 3
   corpus_sentences: int = 2000
