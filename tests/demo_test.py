@@ -7,6 +7,7 @@ import pytest
 from rembert_t5x.experiments import demo
 from rembert_t5x.experiments import synthetic_runs
 from rembert_t5x.runner import jobs as runner_jobs
+from tests import test_utils
 
 # Minutes, not seconds: `-m 'not slow'` leaves it out of a quick loop (the
 # parsing test below is quick but shares the module).
@@ -24,6 +25,20 @@ def _workers_in_this_process(module, workers, args):
     demo.main([f"--worker={i}", *args])
 
 
+_prepare_data = synthetic_runs.prepare_data
+
+
+def _small_training_sets(out, settings, prefix, register=None, **sizes):
+  """`synthetic_runs.prepare_data` with training files and shuffle buffers
+  sized for a run of 2 steps of 8 examples: seqio's 1,000-example buffers
+  would tokenise (and window, for QA) ~1,000 training examples before each
+  fine-tuning run's first batch."""
+  register = {**(register or {}),
+              "shuffle_buffer_size": test_utils.TINY_SHUFFLE_BUFFER}
+  return _prepare_data(out, settings, prefix, register, **{
+      "pair_train": 16, "tag_train": 16, "qa_train": 32, **sizes})
+
+
 def test_demo_reports_seeds_error_bars_and_a_verdict(tmp_path, monkeypatch):
   # One task (QA: its metric groups windows by question) keeps the smoke
   # run short; `seed_statistics_test.py` covers the three-task comparison.
@@ -32,6 +47,7 @@ def test_demo_reports_seeds_error_bars_and_a_verdict(tmp_path, monkeypatch):
                                eval_examples=24, tasks="qa",
                                corpus_sentences=300)
   monkeypatch.setattr(runner_jobs, "run_workers", _workers_in_this_process)
+  monkeypatch.setattr(synthetic_runs, "prepare_data", _small_training_sets)
   results = demo.run(str(tmp_path), settings, log=lambda _: None)
   saved = json.loads((tmp_path / "results.json").read_text())
   assert saved["variants"].keys() == {"coupled", "decoupled"}

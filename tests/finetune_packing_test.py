@@ -9,6 +9,7 @@ rows, and a QA answer in the second segment of a row.
 """
 
 import dataclasses
+import functools
 
 import jax
 import numpy as np
@@ -132,13 +133,20 @@ def _packed(kind: str, batch):
       batch, max_segments=3 if kind != "tagging" else LENGTH, num_rows=6)
 
 
-@pytest.mark.parametrize("kind", ["pair", "tagging", "qa"])
-def test_packed_loss_and_gradients_equal_unpacked(kind):
+@functools.lru_cache(maxsize=None)
+def _unpacked_case(kind: str):
+  """(model, params, unpacked batch, its loss and gradients) of `kind`: the
+  reference both tests below compare a packed batch with."""
   model = test_utils.tiny_model(kind)
   params = _params(model, 0)
   batch = _unpacked(kind)
+  return (model, params, batch, *_loss_and_grads(model, params, batch))
+
+
+@pytest.mark.parametrize("kind", ["pair", "tagging", "qa"])
+def test_packed_loss_and_gradients_equal_unpacked(kind):
+  model, params, batch, loss, grads = _unpacked_case(kind)
   packed = _packed(kind, batch)
-  loss, grads = _loss_and_grads(model, params, batch)
   packed_loss, packed_grads = _loss_and_grads(model, params, packed)
   np.testing.assert_allclose(packed_loss, loss, rtol=_loss_rtol(kind))
   _assert_same_gradients(grads, packed_grads, kind)
@@ -149,12 +157,9 @@ def test_a_leak_between_packed_examples_fails_the_check(kind):
   """The defect the equivalence test is for: examples of a row attending to
   each other (one segment id for the whole row) moves the loss by more than
   ten times its tolerance."""
-  model = test_utils.tiny_model(kind)
-  params = _params(model, 0)
-  batch = _unpacked(kind)
+  model, params, batch, loss, _ = _unpacked_case(kind)
   leaky = _packed(kind, batch)
   leaky["segment_ids"] = (leaky["segment_ids"] > 0).astype(np.int32)
-  loss, _ = _loss_and_grads(model, params, batch)
   leaky_loss, _ = _loss_and_grads(model, params, leaky)
   assert abs(leaky_loss - loss) > 10 * _loss_rtol(kind) * abs(loss)
 

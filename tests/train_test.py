@@ -1,11 +1,14 @@
 """The local runner: training, checkpoints, resume, sharding, user errors."""
 
+import contextlib
 import dataclasses
 import inspect
+import io
 import json
 import os
 import pathlib
 import re
+import shutil
 
 import gin
 import numpy as np
@@ -48,9 +51,30 @@ def _train(model_dir, steps, mesh_shape=(1, 1), **kwargs):
       mesh_shape=mesh_shape, progress_bar=False, **kwargs)
 
 
-def test_gin_run_trains_logs_and_checkpoints(run_gin, tmp_path, capsys):
+@pytest.fixture(scope="module")
+def gin_run(tmp_path_factory):
+  """One run of RUN_GIN (4 steps) and what it printed: (model_dir, stdout).
+
+  Tests that continue or refuse to continue it work on a copy
+  (`_copy_of`)."""
+  test_utils.register_random_mlm_task()
+  work = tmp_path_factory.mktemp("gin_run")
+  (work / "run.gin").write_text(RUN_GIN)
+  out = io.StringIO()
+  with contextlib.redirect_stdout(out):
+    _main(f"--gin_file={work / 'run.gin'}", f"--gin.MODEL_DIR='{work / 'm'}'")
+  gin.clear_config()
+  return work / "m", out.getvalue()
+
+
+def _copy_of(gin_run, tmp_path):
   model_dir = tmp_path / "m"
-  _main(f"--gin_file={run_gin}", f"--gin.MODEL_DIR='{model_dir}'")
+  shutil.copytree(gin_run[0], model_dir)
+  return model_dir
+
+
+def test_gin_run_trains_logs_and_checkpoints(gin_run):
+  model_dir, stdout = gin_run
   records = _metrics(model_dir)
   assert [r["step"] for r in records] == [2, 4]
   for r in records:
@@ -60,12 +84,11 @@ def test_gin_run_trains_logs_and_checkpoints(run_gin, tmp_path, capsys):
                 if p.name.isdigit()) == ["2", "4"]
   assert list(model_dir.glob("events.out.tfevents.*"))
   assert "train.train_steps = 4" in (model_dir / "config.gin").read_text()
-  assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["loss"] == records[-1]["loss"]
+  assert json.loads(stdout.strip().splitlines()[-1])["loss"] == records[-1]["loss"]
 
 
-def test_restart_resumes_from_latest_checkpoint(run_gin, tmp_path):
-  model_dir = tmp_path / "m"
-  _main(f"--gin_file={run_gin}", f"--gin.MODEL_DIR='{model_dir}'")
+def test_restart_resumes_from_latest_checkpoint(gin_run, run_gin, tmp_path):
+  model_dir = _copy_of(gin_run, tmp_path)
   first = _metrics(model_dir)
   _main(f"--gin_file={run_gin}", f"--gin.MODEL_DIR='{model_dir}'",
         "--gin.train.train_steps=6")
@@ -180,9 +203,9 @@ def test_model_dir_that_is_a_file(run_gin, tmp_path):
     _main(f"--gin_file={run_gin}", f"--gin.MODEL_DIR='{blocker / 'm'}'")
 
 
-def test_checkpoint_of_another_architecture_is_refused(run_gin, tmp_path):
-  model_dir = tmp_path / "m"
-  _main(f"--gin_file={run_gin}", f"--gin.MODEL_DIR='{model_dir}'")
+def test_checkpoint_of_another_architecture_is_refused(gin_run, run_gin,
+                                                       tmp_path):
+  model_dir = _copy_of(gin_run, tmp_path)
   before = sorted(p.name for p in (model_dir / "checkpoints").iterdir())
   metrics_before = (model_dir / "metrics.jsonl").read_text()
   with pytest.raises(errors.UserError, match=r"parameter .* has shape .* this model expects"):
