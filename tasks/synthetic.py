@@ -33,12 +33,14 @@ import functools
 import json
 import os
 import pathlib
+import re
 import shutil
 import tempfile
 from typing import Any, Dict, Optional
 
 import seqio
 
+from rembert_t5x.common import errors
 from rembert_t5x.data import pieces
 from rembert_t5x.data import qa
 from rembert_t5x.data import synthetic
@@ -96,10 +98,24 @@ def _generate(root: pathlib.Path, seed: int, vocab_size: int, sizes) -> None:
   tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
   try:
     files = synthetic_files.generate(str(tmp), seed=seed, **sizes)
-    pieces.train_sentencepiece(
-        {lang: [path] for lang, path in files["corpus"].items()},
-        str(tmp / "spm"), vocab_size=vocab_size, max_sentences=20_000,
-        seed=seed, character_coverage=1.0)
+    try:
+      pieces.train_sentencepiece(
+          {lang: [path] for lang, path in files["corpus"].items()},
+          str(tmp / "spm"), vocab_size=vocab_size, max_sentences=20_000,
+          seed=seed, character_coverage=1.0)
+    except ValueError as e:
+      # The made-up languages have a few hundred words: a small corpus
+      # (or many languages' words against a small size) caps the pieces.
+      limit = re.search(r"Vocabulary size too high.*<= (\d+)", str(e))
+      if not limit:
+        raise
+      sentences = sizes.get("corpus_sentences",
+                            synthetic_files.CORPUS_SENTENCES)
+      raise errors.UserError(
+          f"{root}: a {vocab_size}-piece vocabulary does not fit the "
+          f"synthetic corpus of {sentences} sentences per language "
+          f"(SentencePiece makes at most {limit.group(1)} pieces of it); "
+          "use more corpus sentences (--corpus_sentences)") from None
     if root.exists():  # an earlier, interrupted or partial preparation
       shutil.rmtree(root)
     os.replace(tmp, root)

@@ -14,6 +14,7 @@ from rembert_t5x.common import errors
 from rembert_t5x import configs
 from rembert_t5x.experiments import reproduce
 from rembert_t5x.experiments import synthetic_runs
+from rembert_tasks import synthetic as synthetic_tasks
 
 LANGS = ("qla", "qcy", "qgr")
 
@@ -162,3 +163,16 @@ def test_flags_round_trip():
       reproduce._define_flags)  # pylint: disable=protected-access
   assert synthetic_runs.settings_from_flags(fv, reproduce.Settings) == settings
   assert pathlib.Path(fv.workdir) == pathlib.Path("/tmp/x")
+
+
+def test_the_vocabulary_fits_the_twelve_language_corpus(tmp_path):
+  """SentencePiece makes at most ~720 pieces of the 12 languages' corpus at
+  the default 2,000 sentences a language (~695 at 200): VOCAB_SIZE must
+  stay within it when the languages change."""
+  settings = reproduce.Settings()
+  manifest = synthetic_tasks.prepare(
+      str(tmp_path / "d"), vocab_size=reproduce.VOCAB_SIZE,
+      num_languages=reproduce.NUM_LANGUAGES,
+      corpus_sentences=settings.corpus_sentences, pair_train=4,
+      tag_train=4, qa_train=4, eval_examples=4)
+  assert len(manifest["languages"]) == reproduce.NUM_LANGUAGES

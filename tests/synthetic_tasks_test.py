@@ -3,8 +3,11 @@ read of a task makes the data and vocabulary."""
 
 import json
 
+import pytest
 import seqio
 
+from rembert_t5x.common import errors
+from rembert_t5x.data import synthetic
 from rembert_t5x.data import synthetic_files
 from rembert_t5x.data import text_sources
 from rembert_tasks import synthetic as synthetic_tasks
@@ -59,3 +62,28 @@ def test_the_first_read_of_a_task_prepares_its_directory(tmp_path):
   mlm = seqio.get_mixture_or_task("onread_test_mlm_qla")
   assert mlm.source.num_input_examples("train") == synthetic_files.CORPUS_SENTENCES
   assert names["mlm"] == "onread_test_mlm"
+
+
+# Task files of a few examples: only the corpus decides the vocabulary.
+_FEW = dict(pair_train=4, tag_train=4, qa_train=4, eval_examples=4)
+
+
+@pytest.mark.parametrize("sentences", [synthetic_files.CORPUS_SENTENCES, 300])
+def test_the_default_vocabulary_fits_the_demo_corpus(tmp_path, sentences):
+  """SentencePiece makes at most ~340 pieces of the 4 languages' corpus
+  (a few hundred words): a change of the languages must keep VOCAB_SIZE
+  below that, at the demo's corpus size and its smoke test's (300)."""
+  manifest = synthetic_tasks.prepare(str(tmp_path / "d"),
+                                     corpus_sentences=sentences, **_FEW)
+  assert len(manifest["languages"]) == synthetic.DEFAULT_NUM_LANGUAGES
+  assert (tmp_path / "d" / "spm.model").is_file()
+
+
+def test_a_vocabulary_the_corpus_cannot_fill_is_one_clear_error(tmp_path):
+  with pytest.raises(errors.UserError, match=(
+      r"a 720-piece vocabulary does not fit the synthetic corpus of 200 "
+      r"sentences per language \(SentencePiece makes at most \d+ pieces")):
+    synthetic_tasks.prepare(str(tmp_path / "d"), vocab_size=720,
+                            num_languages=12, corpus_sentences=200, **_FEW)
+  # Nothing half-made is left under the name.
+  assert not (tmp_path / "d").exists()
