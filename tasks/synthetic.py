@@ -104,8 +104,9 @@ def _generate(root: pathlib.Path, seed: int, vocab_size: int, sizes) -> None:
           str(tmp / "spm"), vocab_size=vocab_size, max_sentences=20_000,
           seed=seed, character_coverage=1.0)
     except ValueError as e:
-      # The made-up languages have a few hundred words: a small corpus
-      # (or many languages' words against a small size) caps the pieces.
+      # The made-up languages have a few hundred words each, so the corpus
+      # caps how many pieces SentencePiece can make (fewer sentences,
+      # fewer distinct pieces).
       limit = re.search(r"Vocabulary size too high.*<= (\d+)", str(e))
       if not limit:
         raise
