@@ -33,7 +33,6 @@ import functools
 import json
 import os
 import pathlib
-import re
 import shutil
 import tempfile
 from typing import Any, Dict, Optional
@@ -103,19 +102,16 @@ def _generate(root: pathlib.Path, seed: int, vocab_size: int, sizes) -> None:
           {lang: [path] for lang, path in files["corpus"].items()},
           str(tmp / "spm"), vocab_size=vocab_size, max_sentences=20_000,
           seed=seed, character_coverage=1.0)
-    except ValueError as e:
+    except pieces.VocabularyTooLarge as e:
       # The made-up languages have a few hundred words each, so the corpus
       # caps how many pieces SentencePiece can make (fewer sentences,
       # fewer distinct pieces).
-      limit = re.search(r"Vocabulary size too high.*<= (\d+)", str(e))
-      if not limit:
-        raise
       sentences = sizes.get("corpus_sentences",
                             synthetic_files.CORPUS_SENTENCES)
       raise errors.UserError(
           f"{root}: a {vocab_size}-piece vocabulary does not fit the "
           f"synthetic corpus of {sentences} sentences per language "
-          f"(SentencePiece makes at most {limit.group(1)} pieces of it); "
+          f"(SentencePiece makes at most {e.limit} pieces of it); "
           "use more corpus sentences (--corpus_sentences)") from None
     if root.exists():  # an earlier, interrupted or partial preparation
       shutil.rmtree(root)

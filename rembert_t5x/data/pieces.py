@@ -187,6 +187,15 @@ def sample_sentences(files_by_lang: Dict[str, Sequence[str]],
   return sampled
 
 
+class VocabularyTooLarge(ValueError):
+  """The text holds fewer distinct pieces than the vocabulary size asked for;
+  `limit` is the most SentencePiece can make of it."""
+
+  def __init__(self, message: str, limit: int):
+    super().__init__(message)
+    self.limit = limit
+
+
 def train_sentencepiece(files_by_lang: Dict[str, Sequence[str]],
                         model_prefix: str,
                         vocab_size: int,
@@ -251,6 +260,14 @@ def train_sentencepiece(files_by_lang: Dict[str, Sequence[str]],
         minloglevel=2,
     )
   except RuntimeError as e:
+    too_high = re.search(r"Vocabulary size too high .*<= (\d+)", str(e))
+    if too_high:
+      limit = int(too_high.group(1))
+      raise VocabularyTooLarge(
+          f"{model_prefix}.model: vocab_size {vocab_size} is more pieces "
+          f"than the training text holds (SentencePiece makes at most "
+          f"{limit} of it); use a smaller vocab_size or more text",
+          limit) from None
     raise ValueError(
         f"SentencePiece training for {model_prefix}.model failed: {e}") from e
   finally:
