@@ -718,8 +718,12 @@ def test_sentencepiece_path_variable_unset(monkeypatch):
 
 def test_vocabulary_too_large_for_the_corpus(tmp_path):
   path = _file(tmp_path, "sw.txt", "habari yako\n" * 5)
-  with pytest.raises(ValueError, match="SentencePiece training for .* failed"):
+  with pytest.raises(pieces.VocabularyTooLarge, match=(
+      r"v\.model: vocab_size 5000 is more pieces than the training text "
+      r"holds \(SentencePiece makes at most \d+ of it\)")) as e:
     pieces.train_sentencepiece({"sw": [path]}, str(tmp_path / "v"), 5000)
+  assert 5 < e.value.limit < 5000
+  assert not (tmp_path / "v.model").exists()
 
 
 # ----------------------------------------------------------------------------
