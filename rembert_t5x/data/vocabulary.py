@@ -172,10 +172,12 @@ class RemBertVocabulary(seqio.SentencePieceVocabulary):
     self._lazy = sentencepiece_model_file is None
     self._special_ids = None
     self._space_cache = None
+    self._encode_rows_cache = None
 
   def __getstate__(self):
     state = super().__getstate__()
     state.pop("_space_cache", None)
+    state.pop("_encode_rows_cache", None)
     # The override proto does not pickle (its module's import name); it is
     # the same constant for every instance.
     state.pop("_normalizer_spec_overrides", None)
@@ -186,6 +188,7 @@ class RemBertVocabulary(seqio.SentencePieceVocabulary):
     self._normalizer_spec_overrides = _NORMALIZER_OVERRIDES
     self._special_ids = None
     self._space_cache = None
+    self._encode_rows_cache = None
 
   def __eq__(self, other):
     if not isinstance(other, seqio.SentencePieceVocabulary):
@@ -277,8 +280,31 @@ class RemBertVocabulary(seqio.SentencePieceVocabulary):
     Python SentencePiece library and HF do; the older SentencepieceTokenizer
     op does not always.
     """
-    scalar = s.shape.rank == 0
-    text = _prenormalize_tf(tf.reshape(s, [-1]))
+    ids = self._encode_rows_function()(tf.reshape(s, [-1]))
+    return ids[0] if s.shape.rank == 0 else ids
+
+  def _encode_rows_function(self):
+    """`_encode_rows_tf` as one tf.function per model, traced once.
+
+    Every pipeline that tokenises (each task's `get_dataset`, each
+    evaluation) calls `encode_tf` while tf.data traces its map functions;
+    building the tokenizer and the fix-ups' graph there each time took
+    ~0.25 s. Called from a trace, the tf.function adds its one traced graph
+    to the pipeline's function library instead. Keyed on the model bytes:
+    a lazy vocabulary that moves to another model file gets a new one.
+    """
+    model = self.sp_model
+    cached = self._encode_rows_cache
+    if cached is None or cached[0] is not model:
+      function = tf.function(
+          self._encode_rows_tf, autograph=False, reduce_retracing=True,
+          input_signature=[tf.TensorSpec([None], tf.string)])
+      cached = self._encode_rows_cache = (model, function)
+    return cached[1]
+
+  def _encode_rows_tf(self, s: tf.Tensor) -> tf.RaggedTensor:
+    """String [k] -> ragged int32 [k, (n)]: `_encode_tf`'s work."""
+    text = _prenormalize_tf(s)
     ids = self.tf_tokenizer.tokenize(text).with_row_splits_dtype(tf.int64)
     # The fix-ups below work on the flat pieces with dense ops: the same
     # logic on ragged tensors (ragged broadcasting) cost ~0.7 s of tracing
@@ -315,10 +341,9 @@ class RemBertVocabulary(seqio.SentencePieceVocabulary):
                              tf.shape(lone, out_type=tf.int64)) > 0
     keep = ~(((position == 0) & tf.gather(drop, rows)) |
              tf.gather(drop_all, rows))
-    ids = tf.RaggedTensor.from_value_rowids(
+    return tf.RaggedTensor.from_value_rowids(
         tf.boolean_mask(values, keep), tf.boolean_mask(rows, keep),
         nrows=ids.nrows(), validate=False)
-    return ids[0] if scalar else ids
 
   def _space_pieces(self) -> Tuple[int, np.ndarray]:
     """The id of the piece "▁" (-1 if none); which pieces start with "▁"."""
