@@ -94,19 +94,33 @@ def clip_by_global_norm(max_norm: float) -> optax.GradientTransformation:
   return optax.GradientTransformation(init_fn, update_fn)
 
 
-def learning_rate_schedule(learning_rate: float, total_steps: int,
-                           warmup_steps: int = 0) -> optax.Schedule:
+def learning_rate_schedule(learning_rate, total_steps,
+                           warmup_steps=0) -> optax.Schedule:
   """Linear warm-up to `learning_rate`, then linear decay to 0 (BERT).
 
   The same values as T5X's `create_learning_rate_scheduler(factors=
   'linear_decay', decay_factor=1 / (total_steps - warmup_steps))`, with the
-  decay factor derived here instead of typed into the gin files.
+  decay factor derived here instead of typed into the gin files. Computed as
+  optax's `join_schedules` of two `linear_schedule`s computes it, but with
+  jnp operations only, so the three settings may also be traced values: the
+  local runner passes them into its jitted step (`train_lib`), and runs that
+  differ only in learning rate or length share one compiled program.
   """
-  warmup_steps = max(0, min(warmup_steps, total_steps))
-  warmup = optax.linear_schedule(0.0, learning_rate, max(warmup_steps, 1))
-  decay = optax.linear_schedule(learning_rate, 0.0,
-                                max(total_steps - warmup_steps, 1))
-  return optax.join_schedules([warmup, decay], [warmup_steps])
+  warmup_steps = jnp.clip(warmup_steps, 0, total_steps)
+  warmup_length = jnp.maximum(warmup_steps, 1)
+  decay_length = jnp.maximum(total_steps - warmup_steps, 1)
+
+  def linear(count, init_value, end_value, length):
+    frac = 1 - jnp.clip(count, 0, length) / length
+    return (init_value - end_value) * frac + end_value
+
+  def schedule(count):
+    return jnp.where(count < warmup_steps,
+                     linear(count, 0.0, learning_rate, warmup_length),
+                     linear(count - warmup_steps, learning_rate, 0.0,
+                            decay_length))
+
+  return schedule
 
 
 def adamw(

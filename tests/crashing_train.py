@@ -35,8 +35,8 @@ def after_step(original, step: int, action=_kill_self):
   def jit_train_step(*args, **kwargs):
     step_fn = original(*args, **kwargs)
 
-    def crashing_step(state, batch, rng):
-      state, metrics = step_fn(state, batch, rng)
+    def crashing_step(state, batch, rng, *extra):
+      state, metrics = step_fn(state, batch, rng, *extra)
       if int(jax.device_get(state.step)) == step:
         jax.block_until_ready(state)
         action()

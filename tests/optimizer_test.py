@@ -164,3 +164,24 @@ def test_schedule_is_t5x_linear_decay_with_derived_factor(warmup, total):
     assert float(schedule(step)) == pytest.approx(
         _t5x_linear_decay(step, 2e-4, warmup, total), rel=1e-5,
         abs=1e-6 * 2e-4)  # float32 rounding near the end of long schedules
+
+
+@pytest.mark.parametrize("lr,total,warmup", [
+    (1e-3, 10, 0), (5e-4, 300, 30), (2e-4, 4, 1), (3e-3, 6, 6), (1e-4, 5, 9)])
+def test_schedule_settings_may_be_traced(lr, total, warmup):
+  """The local runner passes the schedule's settings into its jitted step:
+  traced, they give optax's linear warm-up joined to its linear decay.
+
+  Each value is a few float32 operations (a division, a subtraction, a
+  product and a sum) in either form: within 4 u of the learning rate.
+  """
+  w = max(0, min(warmup, total))
+  reference = optax.join_schedules(
+      [optax.linear_schedule(0.0, lr, max(w, 1)),
+       optax.linear_schedule(lr, 0.0, max(total - w, 1))], [w])
+  steps = jnp.arange(total + 3)
+  traced = jax.jit(lambda s, *settings: jax.vmap(
+      optimizer.learning_rate_schedule(*settings))(s))(
+          steps, jnp.float32(lr), jnp.int32(total), jnp.int32(warmup))
+  np.testing.assert_allclose(traced, jax.vmap(reference)(steps), rtol=0,
+                             atol=4 * 2.0 ** -24 * lr)

@@ -195,9 +195,9 @@ def test_gradient_accumulation_gives_the_full_batch_gradient(accum):
 
 
 def test_init_and_step_programs_are_reused_per_model_object():
-  """A second run of one model object with the same settings (another seed)
-  reuses the traced init and train-step programs; another model object,
-  other optimiser settings or another mode build their own."""
+  """A second run of one model object with the same settings (another seed,
+  another schedule) reuses the traced init and train-step programs; another
+  model object, other optimiser settings or another mode build their own."""
   from rembert_t5x import network  # pylint: disable=g-import-not-at-top
   make = lambda: models.RemBertMLMModel(network.RemBertForMaskedLM(  # pylint: disable=unnecessary-lambda-assignment
       test_utils.TINY_CONFIG))
@@ -228,21 +228,20 @@ def test_init_and_step_programs_are_reused_per_model_object():
     assert any(not np.array_equal(a, b) for a, b in zip(
         jax.tree_util.tree_leaves(first.params),
         jax.tree_util.tree_leaves(other.params)))
-    step = train_lib.train_step_program(model, tx, schedule, shardings, mesh,
-                                        rules)
-    assert train_lib.train_step_program(
-        model, tx, schedule, shardings, mesh, rules) is step
+    step = train_lib.train_step_program(model, 1e-3, 10, 0, {}, shardings,
+                                        mesh, rules)
+    # Another learning rate or length: the same traced program.
+    train_lib.train_step_program(model, 2e-3, 20, 2, {}, shardings, mesh,
+                                 rules)
     assert len(built) == 1
     # Another model object, another nonfinite mode, other optimiser
     # settings: each builds its own step.
-    other_tx, other_schedule = train_lib.make_optimizer(2e-3, 10)
-    assert train_lib.train_step_program(
-        make(), tx, schedule, shardings, mesh, rules) is not step
-    assert train_lib.train_step_program(
-        model, tx, schedule, shardings, mesh, rules,
-        skip_nonfinite=True) is not step
-    assert train_lib.train_step_program(
-        model, other_tx, other_schedule, shardings, mesh, rules) is not step
+    train_lib.train_step_program(make(), 1e-3, 10, 0, {}, shardings, mesh,
+                                 rules)
+    train_lib.train_step_program(model, 1e-3, 10, 0, {}, shardings, mesh,
+                                 rules, skip_nonfinite=True)
+    train_lib.train_step_program(model, 1e-3, 10, 0, {"weight_decay": 0.1},
+                                 shardings, mesh, rules)
     assert len(built) == 4
   finally:
     train_lib.jit_train_step = original
@@ -254,3 +253,47 @@ def test_init_and_step_programs_are_reused_per_model_object():
       "targets": np.full((2, 8), 6, np.int32),
       "weights": np.ones((2, 8), np.float32)}, jax.random.PRNGKey(0))
   assert int(state.step) == 1 and np.isfinite(float(metrics["loss"]))
+
+
+def test_scheduled_step_is_the_step_of_make_optimizer():
+  """The runner's step takes its schedule as an argument: over a warm-up and
+  the decay it follows `make_optimizer`'s AdamW with the schedule built in.
+
+  The two programs differ only in float32 rounding: the schedule's values
+  (a few operations each, within 4 u of the learning rate of each other,
+  optimizer_test) and whatever XLA fuses differently. A wrong schedule
+  (warm-up off by one step, another learning rate) moves the parameters by
+  about the learning rate per step, far above the tolerance below.
+  """
+  from rembert_t5x import network  # pylint: disable=g-import-not-at-top
+  model = models.RemBertMLMModel(network.RemBertForMaskedLM(
+      dataclasses.replace(test_utils.TINY_CONFIG, dropout_rate=0.0)))
+  lr, total, warmup = 1e-3, 4, 2
+  tx, schedule = train_lib.make_optimizer(lr, total, warmup)
+  mesh, rules = train_lib.make_mesh((1, 1)), train_lib.default_rules()
+  state, shardings = train_lib.init_train_state(
+      model, tx, jax.random.PRNGKey(0), {"input_tokens": (2, 8)}, mesh, rules)
+  batch = {
+      "input_tokens": np.full((2, 8), 5, np.int32),
+      "token_types": np.zeros((2, 8), np.int32),
+      "segment_ids": np.ones((2, 8), np.int32),
+      "positions": np.tile(np.arange(8, dtype=np.int32), (2, 1)),
+      "targets": np.full((2, 8), 6, np.int32),
+      "weights": np.ones((2, 8), np.float32)}
+  scheduled = train_lib.train_step_program(model, lr, total, warmup, {},
+                                           shardings, mesh, rules)
+  built_in = jax.jit(train_lib.make_train_step(model, tx, schedule))
+  copy = lambda s: jax.tree_util.tree_map(jnp.array, s)  # donated below
+  got, want = copy(state), state
+  for step in range(total):
+    got, got_m = scheduled(got, batch, jax.random.PRNGKey(1))
+    want, want_m = built_in(want, batch, jax.random.PRNGKey(1))
+    np.testing.assert_allclose(got_m["learning_rate"],
+                               want_m["learning_rate"], rtol=0,
+                               atol=4 * tolerances.U32 * lr)
+    assert float(got_m["learning_rate"]) == pytest.approx(
+        float(schedule(step)), abs=4 * tolerances.U32 * lr)
+  tolerances.assert_trees_close(got.params, want.params, rtol=0,
+                                atol=1e-3 * lr)
+  tolerances.assert_trees_close(got.opt_state, want.opt_state, rtol=1e-4,
+                                atol=1e-9)

@@ -645,7 +645,8 @@ def _run_locked(model, config: train_config.TrainConfig,
   mesh = _make_mesh(config)
   _prepare_model_dir(model, config, out_dir)
   rules = train_lib.default_rules()
-  tx, schedule = train_lib.make_optimizer(
+  # The state's tree; the step gets the schedule as an argument.
+  tx, _ = train_lib.make_optimizer(
       config.learning_rate, config.train_steps, config.warmup_steps,
       **config.adamw_settings)
   state, shardings = _init_state(model, config, tx, mesh, rules)
@@ -654,7 +655,8 @@ def _run_locked(model, config: train_config.TrainConfig,
   state, start = _restore_latest(mngr, out_dir, state, shardings)
   _write_run_files(out_dir, model)
   step_fn = train_lib.train_step_program(
-      model, tx, schedule, shardings, mesh, rules, config.grad_accum_steps,
+      model, config.learning_rate, config.train_steps, config.warmup_steps,
+      config.adamw_settings, shardings, mesh, rules, config.grad_accum_steps,
       skip_nonfinite=config.nonfinite == "skip")
   data = _input_iterator(model, config, out_dir, start)
   input_checkpoints.prune(out_dir, mngr.all_steps())

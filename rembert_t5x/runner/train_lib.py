@@ -346,34 +346,77 @@ def make_train_step(model, tx: optax.GradientTransformation,
   return train_step
 
 
-def train_step_program(model, tx: optax.GradientTransformation,
-                       schedule: optax.Schedule, state_shardings, mesh, rules,
+def make_scheduled_train_step(model, adamw_settings: Mapping[str, Any],
+                              grad_accum_steps: int = 1,
+                              skip_nonfinite: bool = False):
+  """A jittable `(state, batch, rng, schedule_args) -> (state, metrics)`.
+
+  `make_train_step` with `optimizer.adamw(**adamw_settings)` over
+  `optimizer.learning_rate_schedule(*schedule_args)`, built inside the step:
+  the schedule's (learning rate, total steps, warm-up steps) are an argument
+  of the program instead of constants in it, so runs that differ only in
+  them compile one program. The optimizer state is the same tree as
+  `make_optimizer`'s (only the schedule's values differ).
+  """
+  settings = dict(adamw_settings)
+
+  def train_step(state: TrainState, batch, rng, schedule_args):
+    schedule = optimizer.learning_rate_schedule(*schedule_args)
+    tx = optimizer.adamw(schedule, **settings)
+    return make_train_step(model, tx, schedule, grad_accum_steps,
+                           skip_nonfinite)(state, batch, rng)
+
+  return train_step
+
+
+def train_step_program(model, learning_rate: float, total_steps: int,
+                       warmup_steps: int, adamw_settings: Mapping[str, Any],
+                       state_shardings, mesh, rules,
                        grad_accum_steps: int = 1,
                        skip_nonfinite: bool = False):
-  """The jitted `make_train_step`, built once per model object and settings
-  among the recent ones (`reused_program`): a second run of the same model
-  with the same optimiser settings (another seed) reuses the traced step."""
-  key = ("step", tx, schedule) + _setting_key(
-      mesh, rules, grad_accum_steps=grad_accum_steps,
-      skip_nonfinite=skip_nonfinite,
-      shardings=jax.tree_util.tree_structure(state_shardings))
-  return reused_program(model, key, lambda: jit_train_step(
-      make_train_step(model, tx, schedule, grad_accum_steps,
-                      skip_nonfinite=skip_nonfinite),
-      state_shardings, mesh, rules))
+  """`(state, batch, rng) -> (state, metrics)`: the runner's step.
+
+  The jitted `make_scheduled_train_step`, built once per model object and
+  settings among the recent ones (`reused_program`) whatever the schedule,
+  called with this run's schedule: a second run of the same model object
+  (another seed, another learning rate) reuses the traced step. Runs of another model object with the same architecture
+  and settings but another learning rate or length lower to the same
+  program, which XLA's compilation cache then holds.
+  """
+  key = ("scheduled_step", repr(sorted(adamw_settings.items()))) + (
+      _setting_key(mesh, rules, grad_accum_steps=grad_accum_steps,
+                   skip_nonfinite=skip_nonfinite,
+                   shardings=jax.tree_util.tree_structure(state_shardings)))
+  program = reused_program(model, key, lambda: jit_train_step(
+      make_scheduled_train_step(model, adamw_settings, grad_accum_steps,
+                                skip_nonfinite=skip_nonfinite),
+      state_shardings, mesh, rules, num_extra_args=1))
+  schedule_args = (jnp.float32(learning_rate), jnp.int32(total_steps),
+                   jnp.int32(warmup_steps))
+
+  def run(state, batch, rng):
+    return program(state, batch, rng, schedule_args)
+
+  return run
 
 
-def jit_train_step(train_step, state_shardings, mesh, rules):
-  """Jits the step with sharded state and batch; the old state is donated."""
+def jit_train_step(train_step, state_shardings, mesh, rules,
+                   num_extra_args: int = 0):
+  """Jits the step with sharded state and batch; the old state is donated.
+
+  `num_extra_args` more (replicated) arguments follow the rng, e.g. the
+  schedule of `make_scheduled_train_step`.
+  """
   data = batch_sharding(mesh)
   jitted = jax.jit(train_step,
-                   in_shardings=(state_shardings, data, None),
+                   in_shardings=(state_shardings, data, None) + (
+                       None,) * num_extra_args,
                    out_shardings=(state_shardings, None),
                    donate_argnums=(0,))
 
-  def run(state, batch, rng):
+  def run(state, batch, rng, *extra):
     with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-      return jitted(state, batch, rng)
+      return jitted(state, batch, rng, *extra)
 
   return run
 
