@@ -379,9 +379,10 @@ def train_step_program(model, learning_rate: float, total_steps: int,
   The jitted `make_scheduled_train_step`, built once per model object and
   settings among the recent ones (`reused_program`) whatever the schedule,
   called with this run's schedule: a second run of the same model object
-  (another seed, another learning rate) reuses the traced step. Runs of another model object with the same architecture
-  and settings but another learning rate or length lower to the same
-  program, which XLA's compilation cache then holds.
+  (another seed, another learning rate) reuses the traced step. Runs of
+  another model object with the same architecture and settings but another
+  learning rate or length lower to the same program, which XLA's
+  compilation cache then holds.
   """
   key = ("scheduled_step", repr(sorted(adamw_settings.items()))) + (
       _setting_key(mesh, rules, grad_accum_steps=grad_accum_steps,
