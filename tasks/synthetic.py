@@ -8,7 +8,7 @@ generated locally in seconds, so pre-training, fine-tuning and zero-shot
 evaluation run with no download.
 
 Importing this module reads and writes nothing: it registers the tasks over
-`$REMBERT_SYNTHETIC_DIR` (default `~/.cache/rembert_t5x/synthetic-v1`), whose
+`$REMBERT_SYNTHETIC_DIR` (default `~/.cache/rembert_t5x/synthetic-v2`), whose
 data and vocabulary are made the first time a task is read (~20 s, mostly
 training the vocabulary; later reads reuse them; `prepare()` makes them
 ahead). It registers:
@@ -53,7 +53,7 @@ from rembert_tasks import registry
 
 DATA_DIR_ENV = "REMBERT_SYNTHETIC_DIR"
 DEFAULT_DATA_DIR = os.path.join(
-    os.path.expanduser("~"), ".cache", "rembert_t5x", "synthetic-v1")
+    os.path.expanduser("~"), ".cache", "rembert_t5x", "synthetic-v2")
 PREFIX = "rembert_synthetic_"
 PAIR_LABEL_IDS = {"0": 0, "1": 1}
 
@@ -68,7 +68,7 @@ def prepare(data_dir: Optional[str] = None, seed: int = 0,
 
   Args:
     data_dir: target directory (default `$REMBERT_SYNTHETIC_DIR` or
-      ~/.cache/rembert_t5x/synthetic-v1).
+      ~/.cache/rembert_t5x/synthetic-v2).
     seed: data seed.
     vocab_size: SentencePiece vocabulary size.
     **sizes: passed to `synthetic_files.generate` (e.g. corpus_sentences).

@@ -70,13 +70,34 @@ def test_demo_workdir_with_other_evaluation_sets(tmp_path):
   from rembert_t5x.experiments import demo  # pylint: disable=g-import-not-at-top
   data = tmp_path / "data"
   data.mkdir()
-  manifest = {"seed": 0, "sizes": {"eval_examples": 200, "corpus": 3000},
+  manifest = {"seed": 0, "sizes": {"eval_examples": 200, "corpus": 3000,
+                                   "pair_unrelated_fraction": 0.8},
               "languages": [],
               "train_language": "qla", "files": {}}
   (data / "manifest.json").write_text(json.dumps(manifest))
   (data / "spm.model").write_bytes(b"")
   with pytest.raises(errors.UserError,
                      match=f"{data / 'manifest.json'}: data were generated "
-                     "with data_seed=0, eval_examples=200, corpus=3000, not "
-                     "0, 1000, 3000; use a new --workdir"):
+                     "with data_seed=0, eval_examples=200, corpus=3000, "
+                     "pair_unrelated_fraction=0.8, not data_seed=0, "
+                     "eval_examples=1000, corpus=3000, "
+                     "pair_unrelated_fraction=0.8; use a new --workdir"):
     demo.run(str(tmp_path), demo.DemoSettings(eval_examples=1000))
+
+
+def test_demo_workdir_with_the_earlier_pair_task(tmp_path):
+  """Data made before the pair task had 80% unrelated negatives (their
+  manifest does not record it) are not mixed with the current task."""
+  from rembert_t5x.experiments import demo  # pylint: disable=g-import-not-at-top
+  data = tmp_path / "data"
+  data.mkdir()
+  manifest = {"seed": 0, "sizes": {"eval_examples": 400, "corpus": 3000},
+              "languages": [], "train_language": "qla", "files": {}}
+  (data / "manifest.json").write_text(json.dumps(manifest))
+  (data / "spm.model").write_bytes(b"")
+  before = test_utils.tree_snapshot(data)
+  with pytest.raises(errors.UserError,
+                     match="pair_unrelated_fraction=0.5, not .*"
+                     "pair_unrelated_fraction=0.8; use a new --workdir"):
+    demo.run(str(tmp_path), demo.DemoSettings())
+  assert test_utils.tree_snapshot(data) == before

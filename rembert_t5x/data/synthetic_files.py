@@ -142,7 +142,8 @@ def generate(workdir: str, seed: int = 0,
   sizes = {"corpus": corpus_sentences, "pair_train": pair_train,
            "tag_train": tag_train, "qa_train": qa_train,
            "eval_examples": eval_examples,
-           "qa_sentences_per_context": qa_sentences_per_context}
+           "qa_sentences_per_context": qa_sentences_per_context,
+           "pair_unrelated_fraction": synthetic.PAIR_UNRELATED_FRACTION}
   # Relative paths first: they go into the manifest as they are.
   files = file_layout(codes, train_language)
   for code in codes:

@@ -231,21 +231,26 @@ def prepare_data(out: pathlib.Path, settings: RunSettings, prefix: str,
 
   Raises:
     errors.UserError: the directory's data were generated otherwise: its
-      seed or a size of `_CHECKED_SIZES` differs.
+      seed, a size of `_CHECKED_SIZES` or the pair task's
+      `synthetic.PAIR_UNRELATED_FRACTION` differs.
   """
   manifest = synthetic_tasks.prepare(
       str(out / "data"), seed=settings.data_seed,
       eval_examples=settings.eval_examples,
       corpus_sentences=settings.corpus_sentences, **sizes)
+  # The pair task's design too: data made before it was recorded had 0.5.
   made = {"data_seed": manifest["seed"],
-          **{k: manifest["sizes"][k] for k in _CHECKED_SIZES}}
+          **{k: manifest["sizes"][k] for k in _CHECKED_SIZES},
+          "pair_unrelated_fraction": manifest["sizes"].get(
+              "pair_unrelated_fraction", 0.5)}
   wanted = {"data_seed": settings.data_seed,
-            **{k: getattr(settings, f) for k, f in _CHECKED_SIZES.items()}}
+            **{k: getattr(settings, f) for k, f in _CHECKED_SIZES.items()},
+            "pair_unrelated_fraction": synthetic.PAIR_UNRELATED_FRACTION}
   if made != wanted:
     raise errors.UserError(
         f"{out / 'data' / 'manifest.json'}: data were generated with "
         + ", ".join(f"{k}={v}" for k, v in made.items())
-        + ", not " + ", ".join(str(v) for v in wanted.values())
+        + ", not " + ", ".join(f"{k}={v}" for k, v in wanted.items())
         + "; use a new --workdir")
   return manifest, synthetic_tasks.register_synthetic(
       manifest, prefix=prefix, **(register or {}))
