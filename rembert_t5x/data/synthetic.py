@@ -532,7 +532,8 @@ def make_corpus(code: str, num_sentences: int, seed: int = 0,
 # The share of the pair task's negatives that are another event altogether
 # (the rest change one or two slots of the same event). At 0.5 the demo's
 # tiny models reached 66-68% in the training language and ~53-56% zero-shot;
-# at 0.8, 71-83% and 61-64% (docs/DEMO_RESULTS.md). Recorded in the data's
+# at 0.8 (and pair fine-tuned at 1e-3), 77-85% and 60-64%
+# (docs/DEMO_RESULTS.md). Recorded in the data's
 # manifest: data made with another value are not mixed with these.
 PAIR_UNRELATED_FRACTION = 0.8
 
