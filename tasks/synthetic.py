@@ -75,6 +75,11 @@ def prepare(data_dir: Optional[str] = None, seed: int = 0,
 
   Returns:
     The manifest: {"dir", "vocab", "languages", "train_language", "files"}.
+
+  Raises:
+    errors.UserError: the directory holds data made with another pair task
+      (`synthetic.PAIR_UNRELATED_FRACTION`), or the vocabulary does not fit
+      the corpus.
   """
   root = pathlib.Path(data_dir or os.environ.get(DATA_DIR_ENV)
                       or DEFAULT_DATA_DIR)
@@ -87,6 +92,14 @@ def prepare(data_dir: Optional[str] = None, seed: int = 0,
     if not manifest_path.exists() or not (root / "spm.model").exists():
       _generate(root, seed, vocab_size, sizes)
   manifest = json.loads(manifest_path.read_text())
+  # Data made before the pair task's design was recorded had 0.5.
+  made = manifest["sizes"].get("pair_unrelated_fraction", 0.5)
+  if made != synthetic.PAIR_UNRELATED_FRACTION:
+    raise errors.UserError(
+        f"{manifest_path}: sizes.pair_unrelated_fraction={made}: these data "
+        "were made with another pair task than this version's "
+        f"(pair_unrelated_fraction={synthetic.PAIR_UNRELATED_FRACTION}); "
+        "generate them in a new directory")
   manifest["dir"] = str(root)
   manifest["vocab"] = str(root / "spm.model")
   return manifest

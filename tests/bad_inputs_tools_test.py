@@ -2,6 +2,7 @@
 the offline demo (split from bad_inputs_test.py, which holds the rest)."""
 
 import json
+import re
 
 import pytest
 
@@ -79,9 +80,8 @@ def test_demo_workdir_with_other_evaluation_sets(tmp_path):
   with pytest.raises(errors.UserError,
                      match=f"{data / 'manifest.json'}: data were generated "
                      "with data_seed=0, eval_examples=200, corpus=3000, "
-                     "pair_unrelated_fraction=0.8, not data_seed=0, "
-                     "eval_examples=1000, corpus=3000, "
-                     "pair_unrelated_fraction=0.8; use a new --workdir"):
+                     "not data_seed=0, eval_examples=1000, corpus=3000; "
+                     "use a new --workdir"):
     demo.run(str(tmp_path), demo.DemoSettings(eval_examples=1000))
 
 
@@ -96,8 +96,9 @@ def test_demo_workdir_with_the_earlier_pair_task(tmp_path):
   (data / "manifest.json").write_text(json.dumps(manifest))
   (data / "spm.model").write_bytes(b"")
   before = test_utils.tree_snapshot(data)
-  with pytest.raises(errors.UserError,
-                     match="pair_unrelated_fraction=0.5, not .*"
-                     "pair_unrelated_fraction=0.8; use a new --workdir"):
+  with pytest.raises(errors.UserError, match=re.escape(
+      f"{data / 'manifest.json'}: sizes.pair_unrelated_fraction=0.5: these "
+      "data were made with another pair task than this version's "
+      "(pair_unrelated_fraction=0.8); generate them in a new directory")):
     demo.run(str(tmp_path), demo.DemoSettings())
   assert test_utils.tree_snapshot(data) == before

@@ -231,21 +231,17 @@ def prepare_data(out: pathlib.Path, settings: RunSettings, prefix: str,
 
   Raises:
     errors.UserError: the directory's data were generated otherwise: its
-      seed, a size of `_CHECKED_SIZES` or the pair task's
-      `synthetic.PAIR_UNRELATED_FRACTION` differs.
+      seed, a size of `_CHECKED_SIZES` or (`synthetic_tasks.prepare`) the
+      pair task differs.
   """
   manifest = synthetic_tasks.prepare(
       str(out / "data"), seed=settings.data_seed,
       eval_examples=settings.eval_examples,
       corpus_sentences=settings.corpus_sentences, **sizes)
-  # The pair task's design too: data made before it was recorded had 0.5.
   made = {"data_seed": manifest["seed"],
-          **{k: manifest["sizes"][k] for k in _CHECKED_SIZES},
-          "pair_unrelated_fraction": manifest["sizes"].get(
-              "pair_unrelated_fraction", 0.5)}
+          **{k: manifest["sizes"][k] for k in _CHECKED_SIZES}}
   wanted = {"data_seed": settings.data_seed,
-            **{k: getattr(settings, f) for k, f in _CHECKED_SIZES.items()},
-            "pair_unrelated_fraction": synthetic.PAIR_UNRELATED_FRACTION}
+            **{k: getattr(settings, f) for k, f in _CHECKED_SIZES.items()}}
   if made != wanted:
     raise errors.UserError(
         f"{out / 'data' / 'manifest.json'}: data were generated with "
